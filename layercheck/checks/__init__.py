@@ -1,0 +1,1 @@
+"""Built-in checks: every module here registers its checks with ``@check`` on import."""

@@ -1,0 +1,275 @@
+"""Can the layer be called at all: signatures, initialize, predict, forward, and their agreement."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+from torch import nn
+
+from layercheck.compare import assert_close_all, describe_shapes, mismatch
+from layercheck.errors import CheckFailed, CheckSkipped
+from layercheck.registry import check
+from layercheck.runner import Context
+from layercheck.subject import (
+    Outputs,
+    Subject,
+    Target,
+    custom_backward_nodes,
+    has_uninitialized_parameters,
+    initialize,
+    signature_accepts,
+)
+
+
+def _only_modules(target: Target) -> str | None:
+    return "operations (autograd.Function) have no initialize hook" if target.kind == "function" else None
+
+
+@check(
+    "signatures",
+    title="forward/predict take the layouts' inputs; hooks have usable signatures",
+    matlab="functionSyntaxesAreCorrect",
+    needs_subject=False,
+)
+def signatures(ctx: Context) -> str:
+    """Inspects the call signatures without calling anything.
+
+    A layer whose ``forward`` (or ``predict``) cannot take one tensor per layout, or whose
+    ``initialize``/``reset_state`` hooks cannot be called as layercheck and users call them,
+    fails at the first real use. Fix the signature, or give the spec the right inputs.
+    """
+    n = len(ctx.layouts)
+    cls = ctx.target.cls
+    problems: list[str] = []
+    if ctx.target.kind == "function":
+        if _overrides(cls, torch.autograd.Function, "forward") is None:
+            problems.append(f"{cls.__name__} defines no forward")
+        else:
+            has_ctx = _overrides(cls, torch.autograd.Function, "setup_context") is None
+            problems.append(signature_accepts(cls.forward, n, skip_first=has_ctx) or "")
+        if _overrides(cls, torch.autograd.Function, "backward") is None and \
+                _overrides(cls, torch.autograd.Function, "vjp") is None:
+            problems.append(f"{cls.__name__} defines no backward")
+        checked = ["forward", "backward"]
+    else:
+        layer = cls if ctx.target.instance is None else ctx.target.instance
+        problems.append(signature_accepts(_method(layer, "forward"), n, skip_first=isinstance(layer, type)))
+        checked = ["forward"]
+        for hook, count in (("predict", n), ("initialize", n), ("reset_state", 0)):
+            fn = getattr(layer, hook, None)
+            if callable(fn):
+                problems.append(signature_accepts(fn, count, skip_first=isinstance(layer, type)))
+                checked.append(hook)
+    problems = [p for p in problems if p]
+    if problems:
+        raise CheckFailed("; ".join(problems), inputs=n)
+    return f"{n} input(s) accepted by {', '.join(checked)}"
+
+
+@check(
+    "initialize",
+    title="initialize creates what the layer needs and keeps what is already set",
+    matlab="initializeDoesNotChangeLearnablesWhenTheyAreNotEmpty",
+    applies=_only_modules,
+    needs_subject=False,
+)
+def initialize_keeps_values(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """Calls ``initialize(*layouts)`` on a freshly constructed layer, then again.
+
+    ``initialize`` (or a lazy module's first call) must leave no parameter uninitialised, and
+    must not change parameters or state that are already set: a second call, like a call on
+    a layer loaded from a checkpoint, must change nothing. Guard each creation with
+    ``if self.weight is None`` (or similar).
+    """
+    layer = ctx.target.construct()
+    assert layer is not None
+    hook = getattr(layer, "initialize", None)
+    lazy = has_uninitialized_parameters(layer)
+    if not callable(hook) and not lazy:
+        raise CheckSkipped("the layer defines no initialize hook and is not lazy")
+    before = _values(layer)
+    inputs = ctx.target.base_inputs(torch.float32)
+    initialize(layer, ctx.layouts, inputs, ctx.seed)
+    if has_uninitialized_parameters(layer):
+        names = [n for n, p in layer.named_parameters() if isinstance(p, nn.parameter.UninitializedParameter)]
+        raise CheckFailed(f"parameters still uninitialised after initialize: {', '.join(names)}")
+    _assert_unchanged(before, _values(layer), "initialize changed {name}, which was already set")
+    created = sorted(set(_values(layer)) - set(before))
+    if callable(hook):
+        after_first = _values(layer)
+        initialize(layer, ctx.layouts, inputs, ctx.seed + 1)
+        _assert_unchanged(after_first, _values(layer), "a second initialize call changed {name}, which was already set")
+    how = "initialize" if callable(hook) else "lazy first call"
+    return f"{how} created {len(created)} tensor(s), changed nothing already set", {"created": created}
+
+
+@check(
+    "predict_runs",
+    title="predict runs on generated inputs and returns tensors",
+    matlab="predictDoesNotError",
+)
+def predict_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """Calls the prediction path (eval mode, ``predict`` if defined, no grad) on inputs
+    generated for the layouts. A layer that raises here cannot be used for inference."""
+    subject = ctx.fresh()
+    out = _expect_tensors(subject.predict(subject.inputs()), "predict")
+    return f"outputs {', '.join(describe_shapes(out.tensors))}", {"outputs": describe_shapes(out.tensors)}
+
+
+@check(
+    "forward_runs",
+    title="the training forward runs and returns tensors",
+    matlab="forwardDoesNotError",
+)
+def forward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """Calls the training path (train mode, with grad) on the generated inputs, and notes
+    whether the autograd graph contains a hand-written backward (an autograd.Function)."""
+    subject = ctx.fresh()
+    out = _expect_tensors(subject.forward(subject.inputs(requires_grad=True)), "forward")
+    custom = custom_backward_nodes(out.tensors)
+    ctx.fact("custom_backward", bool(custom))
+    message = f"outputs {', '.join(describe_shapes(out.tensors))}"
+    if custom:
+        message += f"; hand-written backward: {', '.join(custom)}"
+    return message, {"outputs": describe_shapes(out.tensors), "custom_backward": custom}
+
+
+@check(
+    "forward_predict_agree",
+    title="forward and predict agree in number, size, dtype (and values unless mode-dependent)",
+    matlab="forwardPredictAreConsistentInSize",
+    requires=("predict_runs", "forward_runs"),
+)
+def forward_predict_agree(ctx: Context) -> str:
+    """Compares the outputs of predict and of the training forward on the same inputs.
+
+    Number, sizes and dtypes must always agree: a network built from the layer breaks when
+    they do not. Values must agree too unless the layer's behaviour legitimately depends on
+    the mode (dropout, batch statistics, a separate ``predict``, a forward that reads
+    ``self.training``). Differing values with none of these reasons point at a bug in one path.
+    """
+    subject = ctx.fresh()
+    inputs = subject.inputs()
+    predicted = Outputs.of(subject.predict(inputs)).tensors
+    forwarded = [t.detach() for t in Outputs.of(subject.forward(inputs)).tensors]
+    if len(predicted) != len(forwarded):
+        raise CheckFailed(
+            f"predict returned {len(predicted)} tensor(s), forward {len(forwarded)}",
+            predict=describe_shapes(predicted), forward=describe_shapes(forwarded),
+        )
+    for i, (p, f) in enumerate(zip(predicted, forwarded)):
+        if p.shape != f.shape or p.dtype != f.dtype:
+            raise CheckFailed(
+                f"output {i}: predict gives {describe_shapes([p])[0]}, forward gives {describe_shapes([f])[0]}",
+                output=i, predict=describe_shapes([p])[0], forward=describe_shapes([f])[0],
+            )
+    differs = any(
+        mismatch(p, f, rtol=1e-5, atol=1e-6) is not None for p, f in zip(predicted, forwarded) if p.is_floating_point()
+    ) or any(not torch.equal(p, f) for p, f in zip(predicted, forwarded) if not p.is_floating_point())
+    if not differs:
+        return f"{len(predicted)} output(s) agree in size, dtype and value"
+    reason = _mode_dependence(ctx, subject)
+    if reason is not None:
+        return f"{len(predicted)} output(s) agree in size and dtype; values differ as expected: {reason}"
+    assert_close_all(predicted, forwarded, what="forward vs predict (the layer shows no reason to depend on the mode)",
+                     tolerance=(1e-5, 1e-6))
+    raise CheckFailed("forward and predict differ")  # unreachable: assert_close_all raised
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+
+def _mode_dependence(ctx: Context, subject: Subject) -> str | None:
+    """Why predict and forward may legitimately differ for this layer, or None."""
+    if subject.has_predict:
+        return "the layer defines a separate predict"
+    module = subject.module
+    if module is None:
+        return None
+    for name, sub in module.named_modules():
+        if isinstance(sub, nn.modules.batchnorm._NormBase) and sub.track_running_stats:
+            return f"{name or 'the layer'} ({type(sub).__name__}) normalises with batch statistics in training"
+        if isinstance(sub, nn.modules.dropout._DropoutNd) and sub.p > 0:
+            return f"{name or 'the layer'} ({type(sub).__name__}) drops out in training"
+        if isinstance(sub, (nn.MultiheadAttention, nn.RNNBase)) and float(getattr(sub, "dropout", 0) or 0) > 0:
+            return f"{name or 'the layer'} ({type(sub).__name__}) has dropout"
+        if not type(sub).__module__.startswith("torch.") and _reads_training(type(sub)):
+            return f"{type(sub).__name__}.forward reads self.training"
+    fresh = ctx.fresh()
+    inputs = fresh.inputs()
+    before = fresh.snapshot()
+    a = Outputs.of(fresh.forward(inputs)).tensors
+    if any(
+        (x is None) != (y is None) or (x is not None and y is not None and (x.shape != y.shape or not torch.equal(x, y)))
+        for x, y in zip(before.values(), fresh.snapshot().values())
+    ):
+        return "the training forward updates the layer's state"
+    fresh.restore(before)
+    b = Outputs.of(fresh.forward(inputs, rng_seed=ctx.seed + 1)).tensors
+    if any(not torch.equal(x.detach(), y.detach()) for x, y in zip(a, b)):
+        return "the training forward is random (dropout-like)"
+    return None
+
+
+def _reads_training(cls: type) -> bool:
+    for klass in cls.__mro__:
+        if klass is nn.Module or klass.__module__.startswith("torch."):
+            break
+        for attr in ("forward", "__call__"):
+            fn = vars(klass).get(attr)
+            if fn is None:
+                continue
+            try:
+                if ".training" in inspect.getsource(fn):
+                    return True
+            except (OSError, TypeError):
+                continue
+    return False
+
+
+def _expect_tensors(raw: Any, phase: str) -> Outputs:
+    out = Outputs.of(raw)
+    if not out.tensors:
+        raise CheckFailed(f"{phase} returned no tensor (got {type(raw).__name__})", returned=type(raw).__name__)
+    return out
+
+
+def _values(layer: nn.Module) -> dict[str, torch.Tensor]:
+    tensors = {f"parameter {n}": p for n, p in layer.named_parameters()}
+    tensors.update({f"state {n}": b for n, b in layer.named_buffers()})
+    return {
+        k: v.detach().clone() for k, v in tensors.items() if not isinstance(v, nn.parameter.UninitializedTensorMixin)
+    }
+
+
+def _assert_unchanged(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor], template: str) -> None:
+    for name, old in before.items():
+        what = template.format(name=repr(name))
+        if name not in after:
+            raise CheckFailed(f"{what}: it is gone", tensor=name)
+        new = after[name]
+        if new.shape != old.shape or new.dtype != old.dtype:
+            raise CheckFailed(f"{what}: {describe_shapes([old])[0]} became {describe_shapes([new])[0]}", tensor=name)
+        found = mismatch(old, new, rtol=0.0, atol=0.0)
+        if found is not None:
+            raise CheckFailed(
+                f"{what}: at index {tuple(found['index'])} {found['expected']:.6g} became {found['actual']:.6g}",
+                tensor=name, **found,
+            )
+
+
+def _overrides(cls: type, base: type, name: str) -> Any:
+    """The attribute ``name`` if ``cls`` defines it itself (not inherited from ``base``)."""
+    for klass in cls.__mro__:
+        if klass is base:
+            return None
+        if name in vars(klass):
+            return vars(klass)[name]
+    return None
+
+
+def _method(layer: Any, name: str) -> Any:
+    return getattr(layer, name)

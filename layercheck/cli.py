@@ -1,0 +1,208 @@
+"""The command line: parse, call the runner, pick a reporter, exit. No torch logic here."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional, TypeVar
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from layercheck import registry, runner
+from layercheck.errors import UsageError
+from layercheck.layout import Layout
+from layercheck.loading import TargetNotFound, resolve
+from layercheck.reporting import console as console_report
+from layercheck.reporting import render
+from layercheck.result import ExitCode, Report
+from layercheck.spec import TargetSpec, find_specs, is_spec_path, load_spec, parse_tolerance
+
+app = typer.Typer(
+    name="layercheck",
+    help="Validate custom PyTorch layers, like MATLAB's checkLayer and further.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Format(str, enum.Enum):
+    table = "table"
+    json = "json"
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _usage_errors(fn: F) -> F:
+    """Turn UsageError into one line on stderr and exit status 2: no traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UsageError as exc:
+            _stderr().print(f"layercheck: error: {exc}", markup=False, soft_wrap=True)
+            raise typer.Exit(ExitCode.USAGE) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.command()
+@_usage_errors
+def run(
+    targets: Annotated[list[str], typer.Argument(help="Spec files, folders of specs, or layers (file.py[:Class], module:Class).", show_default=False)],
+    layout: Annotated[Optional[list[str]], typer.Option("--layout", "-l", help="Layout of one input, SIZES:FORMAT (repeat per input) for a layer target.")] = None,
+    arg: Annotated[Optional[list[str]], typer.Option("--arg", help="Positional constructor argument for a layer target (YAML value; repeatable).")] = None,
+    kwarg: Annotated[Optional[list[str]], typer.Option("--kwarg", help="Keyword constructor argument NAME=VALUE for a layer target (repeatable).")] = None,
+    check: Annotated[Optional[list[str]], typer.Option("--check", "-c", help="Run only this check (and what it needs); repeatable.")] = None,
+    skip: Annotated[Optional[list[str]], typer.Option("--skip", "-s", help="Do not run this check (ID or ID:VARIANT); repeatable.")] = None,
+    enable: Annotated[Optional[list[str]], typer.Option("--enable", "-e", help="Also run this opt-in check (ID or ID:VARIANT); repeatable.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", min=0, help="Seed for generated inputs and random streams (default: the spec's, else 0).")] = None,
+    device: Annotated[Optional[list[str]], typer.Option("--device", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
+    tolerance: Annotated[Optional[list[str]], typer.Option("--tolerance", help="Tolerance override DTYPE=VALUE for numerical checks, e.g. float32=1e-3.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="Time limit per check in seconds (0: none).")] = runner.DEFAULT_TIMEOUT,
+    format: Annotated[Format, typer.Option("--format", "-f", help="Report format.")] = Format.table,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.", dir_okay=False)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only failures and the summary line.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print whole messages and tracebacks.")] = False,
+) -> None:
+    """Check layers and exit 0 (all passed or skipped), 1 (a check failed or errored, or a
+    layer could not be loaded) or 2 (invalid command line, spec or layout)."""
+    layouts = [Layout.parse(text) for text in layout or []]
+    args = [_yaml_value(text, "--arg") for text in arg or []]
+    kwargs = dict(_keyword(text) for text in kwarg or [])
+    specs = _collect_targets(targets, layouts, args, kwargs)
+    options = runner.Options(
+        seed=seed,
+        only=tuple(check or ()),
+        skip=tuple(skip or ()),
+        enable=tuple(enable or ()),
+        devices=tuple(device or ()),
+        tolerance=parse_tolerance(dict(_keyword(t) for t in tolerance or []), "--tolerance"),
+        timeout=timeout,
+    )
+    for spec in specs:
+        runner.plan_for(spec, options)  # validates every check id before anything runs
+    out = Console(highlight=False, soft_wrap=False)
+    with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
+        report = runner.run(specs, options, progress=progress)  # type: ignore[arg-type]
+    _emit(report, format.value, output, out, quiet=quiet, verbose=verbose)
+    raise typer.Exit(report.exit_code)
+
+
+@app.command("checks")
+@_usage_errors
+def checks_command(
+    check_id: Annotated[Optional[str], typer.Argument(help="Show the documentation of this check.", show_default=False)] = None,
+) -> None:
+    """List the checks: id, title, MATLAB counterpart, default or opt-in."""
+    out = Console(highlight=False)
+    if check_id is not None:
+        info = registry.get(check_id)
+        out.print(f"{info.id}: {info.title}", markup=False)
+        if info.matlab:
+            out.print(f"MATLAB: {info.matlab}", markup=False)
+        out.print("default" if info.default else f"opt-in: --enable {info.id}", markup=False)
+        if info.variants != ("",) or info.optional_variants:
+            out.print(f"variants: {', '.join(info.variants)}"
+                      + (f"; opt-in: {', '.join(info.optional_variants)}" if info.optional_variants else ""), markup=False)
+        if info.requires:
+            out.print(f"needs: {', '.join(info.requires)}", markup=False)
+        out.print(f"\n{info.doc}", markup=False)
+        return
+    table = Table(title="layercheck checks", title_justify="left")
+    for column in ("id", "title", "MATLAB counterpart", "runs"):
+        table.add_column(column, overflow="fold")
+    for info in registry.catalogue():
+        runs = "default" if info.default else "opt-in"
+        if info.optional_variants:
+            runs += f" (+{', '.join(info.optional_variants)} opt-in)"
+        table.add_row(info.id, info.title, info.matlab or "-", runs)
+    out.print(table)
+
+
+def _collect_targets(targets: list[str], layouts: list[Layout], args: list[Any], kwargs: dict[str, Any]) -> list[TargetSpec]:
+    """Spec files, folders of specs and layer references, validated before anything runs."""
+    specs: list[TargetSpec] = []
+    layer_targets = 0
+    for text in targets:
+        path = Path(text)
+        if path.is_dir():
+            found = find_specs(path)
+            if not found:
+                raise UsageError(f"{text}: folder holds no spec files (*.yaml, *.yml)")
+            specs.extend(load_spec(p) for p in found)
+        elif is_spec_path(path):
+            if not path.is_file():
+                raise UsageError(f"{text}: no such spec file")
+            specs.append(load_spec(path))
+        else:
+            layer_targets += 1
+            if not layouts:
+                raise UsageError(f"{text}: a layer target needs --layout SIZES:FORMAT (once per input), e.g. --layout 24,24,20,128:SSCB")
+            try:
+                resolve(text, base_dir=Path.cwd())
+            except TargetNotFound as exc:
+                raise UsageError(str(exc)) from None
+            except Exception:
+                pass  # import errors are the layer's: its run reports them (exit 1)
+            specs.append(TargetSpec(layer=text, layouts=tuple(layouts), args=tuple(args), kwargs=dict(kwargs)))
+    if (layouts or args or kwargs) and not layer_targets:
+        raise UsageError("--layout, --arg and --kwarg apply to layer targets (file.py[:Class], module:Class), not to spec files")
+    return specs
+
+
+def _emit(report: Report, fmt: str, output: Path | None, out: Console, *, quiet: bool, verbose: bool) -> None:
+    if output is not None:
+        text = console_report.render_text(report, verbose=True) if fmt == "table" else render(report, fmt)
+        write_atomically(output, text)
+        console_report.print_report(report, out, verbose=verbose, quiet=quiet)
+        _stderr().print(f"report written to {output}", markup=False)
+    elif fmt == "table":
+        console_report.print_report(report, out, verbose=verbose, quiet=quiet)
+    else:
+        sys.stdout.write(render(report, fmt))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write to a temporary file beside ``path``, then rename: a partial report never replaces a good one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _yaml_value(text: str, option: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise UsageError(f"{option} {text!r}: not a valid YAML value") from None
+
+
+def _keyword(text: str) -> tuple[str, Any]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise UsageError(f"{text!r}: expected NAME=VALUE")
+    return name.strip(), _yaml_value(value, name.strip())
+
+
+def main() -> None:
+    app(prog_name="layercheck")

@@ -1,0 +1,101 @@
+"""The terminal report: a rich table per target, failures spelled out, the MATLAB-style summary."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+
+from rich.console import Console, Group, RenderableType
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from layercheck.result import Report, RunReport, Status
+
+STYLES = {
+    Status.PASSED: "green",
+    Status.FAILED: "bold red",
+    Status.SKIPPED: "yellow",
+    Status.ERROR: "bold magenta",
+}
+
+
+def summary_line(report: Report) -> str:
+    """``N passed, N failed, N skipped, N errors in T s`` (MATLAB's checkLayer style)."""
+    s = report.summary
+    return (f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped, "
+            f"{s['error']} errors in {report.seconds:.2f} s")
+
+
+def run_table(run: RunReport, *, verbose: bool = False) -> RenderableType:
+    title = f"{run.target} [{run.status.value}]"
+    if run.error is not None:
+        return Text.assemble((title, "bold"), "\n", ("error: ", STYLES[Status.ERROR]), run.error)
+    table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    table.add_column("check", no_wrap=True)
+    table.add_column("variant", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("time", justify="right", no_wrap=True)
+    table.add_column("message", overflow="fold")
+    for r in run.results:
+        message = r.message if verbose or len(r.message) <= 300 else r.message[:297] + "..."
+        table.add_row(r.check, r.variant, Text(r.status.value, style=STYLES[r.status]),
+                      f"{r.seconds:.2f}s", escape(message))
+    return table
+
+
+def failure_notes(report: Report, *, verbose: bool = False) -> RenderableType | None:
+    """Each failure or error with its whole message, the layer's traceback and how to reproduce it."""
+    lines: list[RenderableType] = []
+    for run, r in report.failures():
+        label = f"{r.check}[{r.variant}]" if r.variant else r.check
+        lines.append(Text.assemble((f"{r.status.value.upper()} ", STYLES[r.status]), (label, "bold"),
+                                   f" ({run.target}): ", r.message))
+        trace = r.details.get("traceback")
+        if trace and (verbose or r.status is Status.FAILED):
+            lines.append(Text(str(trace), style="dim"))
+        if "reproduce" in r.details:
+            lines.append(Text(f"  reproduce: {r.details['reproduce']}", style="cyan"))
+    return Group(*lines) if lines else None
+
+
+def print_report(report: Report, console: Console, *, verbose: bool = False, quiet: bool = False) -> None:
+    if not quiet:
+        for run in report.runs:
+            console.print(run_table(run, verbose=verbose))
+    for run in report.runs:
+        if quiet and run.error is not None:
+            console.print(Text.assemble((f"ERROR {run.target}: ", STYLES[Status.ERROR]), run.error))
+    notes = failure_notes(report, verbose=verbose)
+    if notes is not None:
+        console.print(notes)
+    style = "green" if report.passed else "red"
+    console.print(Text(summary_line(report), style=f"bold {style}"))
+
+
+def render_text(report: Report, *, width: int = 120, verbose: bool = False) -> str:
+    """The terminal report as plain text (no colour)."""
+    buffer = io.StringIO()
+    print_report(report, Console(file=buffer, width=width, color_system=None, force_terminal=False), verbose=verbose)
+    return buffer.getvalue()
+
+
+@contextlib.contextmanager
+def progress_display(console: Console, *, enabled: bool = True) -> Iterator[object]:
+    """A transient progress bar on ``console`` while checks run; yields the runner's callback."""
+    if not enabled or not console.is_terminal:
+        yield None
+        return
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=console, transient=True)
+    tasks: dict[str, int] = {}
+
+    def update(target: str, check: str, index: int, total: int) -> None:
+        if target not in tasks:
+            tasks[target] = bar.add_task(target, total=total)
+        bar.update(tasks[target], completed=index, description=f"{target}: {check}")
+
+    with bar:
+        yield update

@@ -1,0 +1,188 @@
+"""Outcome records and the exit policy. Plain data: reporters read these and nothing else."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ExitCode(enum.IntEnum):
+    """The exit policy, written once.
+
+    OK: every check passed or was skipped. INVALID_LAYER: a check failed or errored, or a
+    layer could not be loaded or constructed. USAGE: the command line, a spec or a layout is
+    invalid, and nothing was checked.
+    """
+
+    OK = 0
+    INVALID_LAYER = 1
+    USAGE = 2
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: str
+    variant: str
+    status: Status
+    seconds: float
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "variant": self.variant,
+            "status": self.status.value,
+            "seconds": round(self.seconds, 6),
+            "message": self.message,
+            "details": self.details,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        return cls(
+            check=data["check"],
+            variant=data["variant"],
+            status=Status(data["status"]),
+            seconds=float(data["seconds"]),
+            message=data.get("message", ""),
+            details=dict(data.get("details") or {}),
+        )
+
+
+def count(results: list[CheckResult]) -> dict[str, int]:
+    summary = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
+    for r in results:
+        summary[r.status.value] += 1
+    return summary
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """The outcome of checking one target."""
+
+    target: str
+    kind: str | None
+    inputs: list[dict[str, Any]]
+    seed: int
+    seconds: float
+    results: list[CheckResult]
+    custom_backward: bool | None = None
+    error: str | None = None
+
+    @property
+    def status(self) -> Status:
+        if self.error is not None or any(r.status is Status.ERROR for r in self.results):
+            return Status.ERROR
+        if any(r.status is Status.FAILED for r in self.results):
+            return Status.FAILED
+        return Status.PASSED
+
+    @property
+    def summary(self) -> dict[str, int]:
+        return count(self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "kind": self.kind,
+            "custom_backward": self.custom_backward,
+            "inputs": self.inputs,
+            "status": self.status.value,
+            "error": self.error,
+            "seed": self.seed,
+            "seconds": round(self.seconds, 6),
+            "summary": self.summary,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunReport:
+        return cls(
+            target=data["target"],
+            kind=data.get("kind"),
+            inputs=list(data.get("inputs") or []),
+            seed=int(data.get("seed", 0)),
+            seconds=float(data.get("seconds", 0.0)),
+            results=[CheckResult.from_dict(r) for r in data.get("results", [])],
+            custom_backward=data.get("custom_backward"),
+            error=data.get("error"),
+        )
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every run of one invocation, plus the environment it ran in."""
+
+    runs: list[RunReport]
+    environment: dict[str, Any]
+    version: str
+    seconds: float
+
+    SCHEMA = "layercheck.report/1"
+
+    @property
+    def results(self) -> list[CheckResult]:
+        return [r for run in self.runs for r in run.results]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        total: dict[str, Any] = count(self.results)
+        total["seconds"] = round(self.seconds, 6)
+        return total
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code is ExitCode.OK
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if all(run.status is Status.PASSED for run in self.runs):
+            return ExitCode.OK
+        return ExitCode.INVALID_LAYER
+
+    def failures(self) -> list[tuple[RunReport, CheckResult]]:
+        """Failed and errored results, in report order."""
+        return [
+            (run, r)
+            for run in self.runs
+            for r in run.results
+            if r.status in (Status.FAILED, Status.ERROR)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.SCHEMA,
+            "layercheck_version": self.version,
+            "environment": self.environment,
+            "runs": [run.to_dict() for run in self.runs],
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        if data.get("schema") != cls.SCHEMA:
+            raise ValueError(f"not a {cls.SCHEMA} report: schema is {data.get('schema')!r}")
+        return cls(
+            runs=[RunReport.from_dict(r) for r in data["runs"]],
+            environment=dict(data.get("environment") or {}),
+            version=data.get("layercheck_version", ""),
+            seconds=float(data.get("summary", {}).get("seconds", 0.0)),
+        )
+
+    def render(self, fmt: str) -> str:
+        """This report as text in ``fmt`` (json, table, junit, markdown)."""
+        from layercheck.reporting import render
+
+        return render(self, fmt)

@@ -1,0 +1,182 @@
+"""Spec files (SPEC section 4): YAML read into frozen records, validated as a whole up front."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from layercheck.errors import LayoutError, SpecError
+from layercheck.layout import Layout
+
+DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
+_KEYS = ("layer", "args", "kwargs", "inputs", "checks", "seed", "tolerance")
+_CHECK_KEYS = ("skip", "enable")
+_SPEC_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """One layer to check: where it is, how to build it, its inputs and check selection."""
+
+    layer: str
+    layouts: tuple[Layout, ...]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    skip: tuple[str, ...] = ()
+    enable: tuple[str, ...] = ()
+    seed: int | None = None
+    tolerance: Mapping[str, float] = field(default_factory=dict)
+    base_dir: Path = field(default_factory=Path.cwd)
+    source: Path | None = None
+
+    @property
+    def name(self) -> str:
+        """How the report names this target: the spec file, else the layer reference."""
+        return str(self.source) if self.source is not None else self.layer
+
+
+def is_spec_path(path: Path) -> bool:
+    return path.suffix.lower() in _SPEC_SUFFIXES
+
+
+def find_specs(folder: Path) -> list[Path]:
+    """Spec files below ``folder``, sorted, so runs are reproducible."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and is_spec_path(p))
+
+
+def load_spec(path: Path) -> TargetSpec:
+    """Read and validate one spec file; every problem raises SpecError naming file and key."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such spec file") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError(f"{path}:{where}: YAML syntax error: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: YAML error: {exc}") from None
+    return parse_spec(data, source=path)
+
+
+def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
+    """Validate a spec already read from YAML (a mapping)."""
+    where = str(source) if source is not None else "spec"
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: expected a mapping with keys {', '.join(_KEYS)}, got {_kind(data)}")
+    _check_keys(data, _KEYS, where, "")
+    if "layer" not in data:
+        raise SpecError(f"{where}: layer: missing; expected e.g. 'layer: ../layers/srelu.py:SReLU'")
+    layer = _expect(data, "layer", str, where, "a layer reference such as ../layers/srelu.py:SReLU")
+    if not layer.strip():
+        raise SpecError(f"{where}: layer: empty; expected a layer reference such as torch.nn:PReLU")
+    args = _expect(data, "args", list, where, "a list of constructor arguments", default=[])
+    kwargs = _expect(data, "kwargs", dict, where, "a mapping of constructor keyword arguments", default={})
+    for key in kwargs:
+        if not isinstance(key, str):
+            raise SpecError(f"{where}: kwargs: key {key!r} is not a string")
+    inputs = _expect(data, "inputs", list, where, "a list of inputs, each {layout: SIZES:FORMAT}")
+    if inputs is None or not inputs:
+        raise SpecError(f"{where}: inputs: missing or empty; expected a list like '- layout: 24,24,20,128:SSCB'")
+    layouts = tuple(_parse_input(item, where, f"inputs[{i}]") for i, item in enumerate(inputs))
+    checks = _expect(data, "checks", dict, where, "a mapping with keys skip and enable", default={})
+    _check_keys(checks, _CHECK_KEYS, where, "checks.")
+    skip = _id_list(checks, "skip", where)
+    enable = _id_list(checks, "enable", where)
+    seed = _expect(data, "seed", int, where, "an integer", default=None)
+    if seed is not None and seed < 0:
+        raise SpecError(f"{where}: seed: {seed} must be a non-negative integer")
+    tolerance = parse_tolerance(
+        _expect(data, "tolerance", dict, where, "a mapping dtype -> tolerance", default={}),
+        f"{where}: tolerance",
+    )
+    base_dir = source.parent if source is not None else Path.cwd()
+    return TargetSpec(
+        layer=layer.strip(),
+        layouts=layouts,
+        args=tuple(args),
+        kwargs=dict(kwargs),
+        skip=skip,
+        enable=enable,
+        seed=seed,
+        tolerance=tolerance,
+        base_dir=base_dir,
+        source=source,
+    )
+
+
+def parse_tolerance(data: Mapping[object, object], where: str) -> dict[str, float]:
+    """Per-dtype tolerance overrides: ``{float32: 1e-3}``."""
+    result: dict[str, float] = {}
+    for key, value in data.items():
+        if key not in DTYPE_NAMES:
+            raise SpecError(f"{where}.{key}: unknown dtype; expected one of {', '.join(DTYPE_NAMES)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise SpecError(f"{where}.{key}: expected a positive number, got {value!r}")
+        result[str(key)] = float(value)
+    return result
+
+
+def _parse_input(item: object, where: str, key: str) -> Layout:
+    if not isinstance(item, dict):
+        raise SpecError(f"{where}: {key}: expected a mapping like '{{layout: 24,24,20,128:SSCB}}', got {_kind(item)}")
+    _check_keys(item, ("layout",), where, f"{key}.")
+    if "layout" not in item:
+        raise SpecError(f"{where}: {key}.layout: missing")
+    value = item["layout"]
+    try:
+        if isinstance(value, str):
+            return Layout.parse(value)
+        if isinstance(value, dict):
+            _check_keys(value, ("size", "format"), where, f"{key}.layout.")
+            size, fmt = value.get("size"), value.get("format")
+            if not isinstance(size, list):
+                raise SpecError(f"{where}: {key}.layout.size: expected a list of positive integers, got {_kind(size)}")
+            if not isinstance(fmt, str):
+                raise SpecError(f"{where}: {key}.layout.format: expected a string of labels like SSCB, got {_kind(fmt)}")
+            return Layout(size=tuple(size), format=fmt)
+    except LayoutError as exc:
+        raise SpecError(f"{where}: {key}.layout: {exc}") from None
+    raise SpecError(f"{where}: {key}.layout: expected SIZES:FORMAT or {{size: [...], format: ...}}, got {_kind(value)}")
+
+
+def _check_keys(data: Mapping[object, object], allowed: tuple[str, ...], where: str, prefix: str) -> None:
+    for key in data:
+        if key not in allowed:
+            raise SpecError(f"{where}: {prefix}{key}: unknown key; expected one of {', '.join(allowed)}")
+
+
+def _expect(data: Mapping[str, Any], key: str, kind: type, where: str, what: str, **kw: Any) -> Any:
+    if key not in data or data[key] is None:
+        if "default" in kw:
+            return kw["default"]
+        return None
+    value = data[key]
+    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+        raise SpecError(f"{where}: {key}: expected {what}, got {_kind(value)}")
+    return value
+
+
+def _id_list(checks: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = checks.get(key) or []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{where}: checks.{key}: expected a list of check ids, got {_kind(value)}")
+    return tuple(value)
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "nothing"
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
+        type(value), type(value).__name__
+    ) + ("" if isinstance(value, (dict, list)) or value is None else f" ({value!r})")

@@ -1,0 +1,345 @@
+"""What is under test: how to build a fresh layer, call it in predict or forward mode,
+generate its inputs, and snapshot or restore its state.
+
+A :class:`Target` is the recipe (class, constructor call, layouts, seed); a :class:`Subject`
+is one fresh layer built from it. Every check builds its own subjects, so nothing one check
+does to a layer can leak into another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import enum
+import inspect
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from layercheck.errors import LayerRaised, LoadError
+from layercheck.layout import Layout
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_TORCH_DIR = Path(torch.__file__).resolve().parent
+
+
+class Mode(str, enum.Enum):
+    PREDICT = "predict"
+    FORWARD = "forward"
+
+
+class Target:
+    """A layer class (or instance) with its constructor call, layouts and seed."""
+
+    def __init__(
+        self,
+        layer: type | nn.Module,
+        layouts: Sequence[Layout],
+        *,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        seed: int = 0,
+        name: str | None = None,
+        reproduce: str | None = None,
+    ) -> None:
+        self.instance = layer if isinstance(layer, nn.Module) else None
+        self.cls: type = type(layer) if self.instance is not None else layer  # type: ignore[assignment]
+        self.kind = "function" if issubclass(self.cls, torch.autograd.Function) else "module"
+        self.layouts = tuple(layouts)
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs or {})
+        self.seed = seed
+        self.name = name or f"{self.cls.__module__}:{self.cls.__qualname__}"
+        self.reproduce = reproduce or f"layercheck run {self.name}"
+        self._pristine: nn.Module | None = None
+        self._base_inputs: list[torch.Tensor] | None = None
+
+    # -- building ---------------------------------------------------------------------------
+
+    def construct(self) -> nn.Module | None:
+        """A new layer straight from the constructor (seeded), before ``initialize``.
+
+        Functions have nothing to construct (None). A given instance is deep-copied.
+        Raises LoadError when the constructor raises.
+        """
+        if self.kind == "function":
+            return None
+        if self.instance is not None:
+            return copy.deepcopy(self.instance)
+        try:
+            with seeded(self.seed):
+                layer = self.cls(*self.args, **self.kwargs)
+        except Exception as exc:
+            raise LoadError(f"constructing {self.cls.__name__}{_call_text(self.args, self.kwargs)} raised "
+                            f"{type(exc).__name__}: {exc}") from None
+        return layer
+
+    def pristine(self) -> nn.Module | None:
+        """The constructed and initialised layer every subject is deep-copied from.
+
+        Raises LayerRaised (phase "initialize") when ``initialize`` or a lazy first call fails.
+        """
+        if self.kind == "function":
+            return None
+        if self._pristine is None:
+            layer = self.construct()
+            assert layer is not None
+            initialize(layer, self.layouts, self.base_inputs(torch.float32, torch.device("cpu")), self.seed)
+            self._pristine = layer
+        return self._pristine
+
+    def build(self, dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> Subject:
+        """A fresh subject: a deep copy of the pristine layer, cast and moved as asked."""
+        layer = self.pristine()
+        if layer is not None:
+            layer = copy.deepcopy(layer)
+            if dtype is not None or device is not None:
+                layer = layer.to(device=device, dtype=dtype)
+        return Subject(self, layer, dtype=dtype, device=torch.device(device) if device is not None else None)
+
+    # -- inputs -----------------------------------------------------------------------------
+
+    def base_inputs(self, dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu") -> list[torch.Tensor]:
+        """Seeded standard-normal inputs, one per layout, as new tensors of ``dtype`` on ``device``."""
+        if self._base_inputs is None:
+            self._base_inputs = []
+            for index, layout in enumerate(self.layouts):
+                gen = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+                self._base_inputs.append(torch.randn(layout.size, generator=gen, dtype=torch.float64))
+        return [x.to(device=device, dtype=dtype, copy=True) for x in self._base_inputs]
+
+    def inputs(
+        self,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+        *,
+        requires_grad: bool = False,
+    ) -> list[torch.Tensor]:
+        """Fresh copies of the generated inputs (leaf tensors)."""
+        xs = self.base_inputs(dtype, device)
+        if requires_grad:
+            for x in xs:
+                if x.is_floating_point() or x.is_complex():
+                    x.requires_grad_(True)
+        return xs
+
+
+class Subject:
+    """One fresh layer under test (module or autograd.Function), on one dtype and device."""
+
+    def __init__(self, target: Target, module: nn.Module | None, *, dtype: torch.dtype | None = None,
+                 device: torch.device | None = None) -> None:
+        self.target = target
+        self.module = module
+        self.dtype = dtype or torch.float32
+        self.device = device or torch.device("cpu")
+
+    @property
+    def kind(self) -> str:
+        return self.target.kind
+
+    @property
+    def has_predict(self) -> bool:
+        return self.module is not None and callable(getattr(self.module, "predict", None))
+
+    def inputs(self, *, requires_grad: bool = False) -> list[torch.Tensor]:
+        """The target's generated inputs in this subject's dtype and device."""
+        return self.target.inputs(self.dtype, self.device, requires_grad=requires_grad)
+
+    # -- calling ----------------------------------------------------------------------------
+
+    def call(self, mode: Mode, inputs: Sequence[torch.Tensor], *, rng_seed: int | None = None,
+             grad: bool | None = None) -> Any:
+        """Run the layer once: predict (eval, ``predict`` if defined, no grad by default) or
+        forward (train, with grad). The random stream is reseeded for the call (``rng_seed``,
+        the target's seed by default) so that dropout-like layers are a fixed function."""
+        if grad is None:
+            grad = mode is Mode.FORWARD
+        if self.module is not None:
+            self.module.train(mode is Mode.FORWARD)
+            fn = self.module.predict if mode is Mode.PREDICT and self.has_predict else self.module
+        else:
+            fn = self.target.cls.apply
+        seed = self.target.seed if rng_seed is None else rng_seed
+        with seeded(seed, self.device), torch.set_grad_enabled(grad):
+            try:
+                return fn(*inputs)
+            except Exception as exc:
+                raise LayerRaised(mode.value, exc, user_trace(exc)) from exc
+
+    def predict(self, inputs: Sequence[torch.Tensor], **kw: Any) -> Any:
+        return self.call(Mode.PREDICT, inputs, **kw)
+
+    def forward(self, inputs: Sequence[torch.Tensor], **kw: Any) -> Any:
+        return self.call(Mode.FORWARD, inputs, **kw)
+
+    # -- parameters and state ---------------------------------------------------------------
+
+    def parameters(self) -> list[tuple[str, nn.Parameter]]:
+        """Learnable parameters: those with ``requires_grad``."""
+        if self.module is None:
+            return []
+        return [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
+
+    def buffers(self) -> dict[str, torch.Tensor | None]:
+        """The layer's state: every buffer slot by dotted name, None where a slot is empty."""
+        if self.module is None:
+            return {}
+        return {
+            f"{prefix}.{key}" if prefix else key: buf
+            for prefix, mod in self.module.named_modules()
+            for key, buf in mod._buffers.items()
+        }
+
+    def snapshot(self) -> dict[str, torch.Tensor | None]:
+        """A copy of the state, for :meth:`restore`."""
+        return {k: (None if v is None else v.detach().clone()) for k, v in self.buffers().items()}
+
+    def restore(self, snapshot: dict[str, torch.Tensor | None]) -> None:
+        """Put the state back as it was at :meth:`snapshot`, shape changes included."""
+        assert self.module is not None or not snapshot
+        for name, value in snapshot.items():
+            prefix, _, key = name.rpartition(".")
+            mod = self.module.get_submodule(prefix) if prefix else self.module  # type: ignore[union-attr]
+            current = mod._buffers.get(key)
+            if value is not None and current is not None and current.shape == value.shape:
+                with torch.no_grad():
+                    current.copy_(value)
+            else:
+                mod._buffers[key] = None if value is None else value.clone()
+
+
+# -- helpers shared by checks -----------------------------------------------------------------
+
+
+def initialize(layer: nn.Module, layouts: Sequence[Layout], inputs: Sequence[torch.Tensor], seed: int) -> None:
+    """Run the layer's ``initialize(*layouts)`` hook, or a lazy module's first call."""
+    hook = getattr(layer, "initialize", None)
+    if callable(hook):
+        with seeded(seed):
+            try:
+                hook(*layouts)
+            except Exception as exc:
+                raise LayerRaised("initialize", exc, user_trace(exc)) from exc
+    if has_uninitialized_parameters(layer):
+        was_training = layer.training
+        layer.eval()
+        with seeded(seed), torch.no_grad():
+            try:
+                layer(*[x.to(torch.float32) for x in inputs])
+            except Exception as exc:
+                raise LayerRaised("initialize", exc, user_trace(exc)) from exc
+        layer.train(was_training)
+
+
+def has_uninitialized_parameters(layer: nn.Module) -> bool:
+    from torch.nn.parameter import is_lazy
+
+    return any(is_lazy(p) for p in layer.parameters()) or any(is_lazy(b) for b in layer.buffers())
+
+
+@contextlib.contextmanager
+def seeded(seed: int, device: torch.device | None = None) -> Iterator[None]:
+    """Run a block with the random stream seeded, leaving the caller's stream untouched."""
+    if device is not None and device.type not in ("cpu", "meta"):
+        fork = torch.random.fork_rng(devices=[device], device_type=device.type)
+    else:
+        fork = torch.random.fork_rng(devices=[])
+    with fork:
+        torch.manual_seed(seed)
+        yield
+
+
+def tensors_in(obj: Any) -> list[torch.Tensor]:
+    """Every tensor in an output: tuples, lists and dict values, depth first, in order."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in tensors_in(v)]
+    if isinstance(obj, (tuple, list)):
+        return [t for v in obj for t in tensors_in(v)]
+    return []
+
+
+def floating(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The floating-point ones (integer outputs are ignored by numerical checks)."""
+    return [t for t in tensors if t.is_floating_point()]
+
+
+def custom_backward_nodes(outputs: Sequence[torch.Tensor], limit: int = 100_000) -> list[str]:
+    """Names of the hand-written ``autograd.Function`` backward nodes in the outputs' graph."""
+    seen: set[int] = set()
+    names: list[str] = []
+    stack = [t.grad_fn for t in outputs if t.grad_fn is not None]
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            name = type(node).__name__.removesuffix("Backward")
+            if name not in names:
+                names.append(name)
+        stack.extend(fn for fn, _ in node.next_functions)
+    return names
+
+
+def user_trace(exc: BaseException, limit: int = 4) -> str:
+    """The traceback frames that belong to the user's code (not layercheck's or torch's)."""
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not _inside(f.filename, _PACKAGE_DIR) and not _inside(f.filename, _TORCH_DIR)
+    ][-limit:]
+    lines = [f'  File "{f.filename}", line {f.lineno}, in {f.name}\n    {f.line}' for f in frames]
+    return "\n".join(lines + [f"{type(exc).__name__}: {exc}"])
+
+
+def _inside(filename: str, folder: Path) -> bool:
+    try:
+        return Path(filename).resolve().is_relative_to(folder)
+    except (OSError, ValueError):
+        return False
+
+
+def _call_text(args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    return f"({', '.join(parts)})"
+
+
+def signature_accepts(fn: Any, count: int, *, skip_first: bool = False) -> str | None:
+    """None when ``fn`` can be called with ``count`` positional arguments, else why not."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None  # builtins without a signature: nothing to say
+    params = list(sig.parameters.values())
+    if skip_first and params:
+        params = params[1:]
+    sig = sig.replace(parameters=params)
+    try:
+        sig.bind(*([None] * count))
+    except TypeError as exc:
+        return f"{getattr(fn, '__qualname__', fn)}{sig} cannot take {count} input(s): {exc}"
+    return None
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """A layer call's result, with its tensors pulled out in order."""
+
+    raw: Any
+    tensors: list[torch.Tensor]
+
+    @classmethod
+    def of(cls, raw: Any) -> Outputs:
+        return cls(raw, tensors_in(raw))
+
+    @property
+    def floating(self) -> list[torch.Tensor]:
+        return floating(self.tensors)
