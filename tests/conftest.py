@@ -1,0 +1,55 @@
+"""Shared fixtures: the repository root and a way to run the checks on a zoo layer."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from layercheck.layout import Layout
+from layercheck.registry import select
+from layercheck.result import RunReport
+from layercheck.runner import Options, run_target
+from layercheck.subject import Target
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO = Path(__file__).resolve().parent / "zoo"
+
+
+def zoo_names() -> list[str]:
+    return sorted(p.stem for p in ZOO.glob("*.py") if not p.stem.startswith("_"))
+
+
+def load_zoo(name: str) -> ModuleType:
+    path = ZOO / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"layercheck_zoo_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = (), seed: int = 0) -> RunReport:
+    """Run the default checks (or ``only`` these) on one zoo layer."""
+    module = load_zoo(name)
+    target = Target(
+        module.LAYER,
+        [Layout.parse(text) for text in module.LAYOUTS],
+        args=getattr(module, "ARGS", ()),
+        kwargs=getattr(module, "KWARGS", {}),
+        seed=seed,
+        name=f"tests/zoo/{name}.py",
+    )
+    plan = select(only=only, enable=tuple(getattr(module, "ENABLE", ())) + enable)
+    return run_target(target, plan, options=Options(seed=seed))
+
+
+def failed_checks(report: RunReport) -> set[str]:
+    return {r.check for r in report.results if r.status.value in ("failed", "error")}
+
+
+@pytest.fixture
+def root() -> Path:
+    return ROOT

@@ -1,0 +1,27 @@
+"""Every zoo layer against the whole default suite: broken layers are caught by exactly the
+checks meant for them, correct layers pass everything (a false alarm fails this test too)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import failed_checks, load_zoo, run_zoo, zoo_names
+
+
+@pytest.mark.parametrize("name", zoo_names())
+def test_zoo_layer_is_judged_right(name: str) -> None:
+    expected = set(load_zoo(name).EXPECT_FAIL)
+    report = run_zoo(name)
+    assert report.error is None, report.error
+    failed = failed_checks(report)
+    details = "\n".join(
+        f"  {r.check}[{r.variant}] {r.status.value}: {r.message}" for r in report.results if r.check in failed ^ expected
+    )
+    assert failed == expected, f"{name}: failed {sorted(failed)}, expected {sorted(expected)}\n{details}"
+
+
+def test_zoo_has_broken_and_correct_layers() -> None:
+    names = zoo_names()
+    broken = [n for n in names if load_zoo(n).EXPECT_FAIL]
+    good = [n for n in names if not load_zoo(n).EXPECT_FAIL]
+    assert broken and good

@@ -1,0 +1,8 @@
+"""Correct: torch.nn.LayerNorm must pass every default check."""
+
+from torch import nn
+
+LAYER = nn.LayerNorm
+ARGS = ([5],)
+LAYOUTS = ["4,3,5:BUC"]
+EXPECT_FAIL: set[str] = set()

@@ -1,0 +1,8 @@
+"""Correct: torch.nn.Linear must pass every default check."""
+
+from torch import nn
+
+LAYER = nn.Linear
+ARGS = (5, 2,)
+LAYOUTS = ["4,3,5:BUC"]
+EXPECT_FAIL: set[str] = set()

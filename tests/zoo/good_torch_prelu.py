@@ -1,0 +1,8 @@
+"""Correct: torch.nn.PReLU must pass every default check."""
+
+from torch import nn
+
+LAYER = nn.PReLU
+ARGS = ()
+LAYOUTS = ["4,3,5:BCU"]
+EXPECT_FAIL: set[str] = set()
