@@ -43,7 +43,7 @@ class Format(str, enum.Enum):
 
 
 def _stderr() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _usage_errors(fn: F) -> F:
@@ -94,8 +94,12 @@ def run(
         tolerance=parse_tolerance(dict(_keyword(t) for t in tolerance or []), "--tolerance"),
         timeout=timeout,
     )
+    runner.plan_for(None, options)  # validates every check id before anything runs
     for spec in specs:
-        runner.plan_for(spec, options)  # validates every check id before anything runs
+        try:
+            runner.plan_for(spec, options)
+        except UsageError as exc:
+            raise UsageError(f"{spec.name}: checks: {exc}") from None
     out = Console(highlight=False, soft_wrap=False)
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
         report = runner.run(specs, options, progress=progress)  # type: ignore[arg-type]
@@ -124,7 +128,8 @@ def checks_command(
         out.print(f"\n{info.doc}", markup=False)
         return
     table = Table(title="layercheck checks", title_justify="left")
-    for column in ("id", "title", "MATLAB counterpart", "runs"):
+    table.add_column("id", no_wrap=True)
+    for column in ("title", "MATLAB counterpart", "runs"):
         table.add_column(column, overflow="fold")
     for info in registry.catalogue():
         runs = "default" if info.default else "opt-in"

@@ -128,6 +128,11 @@ def parse_tolerance(data: Mapping[object, object], where: str) -> dict[str, floa
 def _parse_input(item: object, where: str, key: str) -> Layout:
     if not isinstance(item, dict):
         raise SpecError(f"{where}: {key}: expected a mapping like '{{layout: 24,24,20,128:SSCB}}', got {_kind(item)}")
+    for extra in item:
+        if extra != "layout" and ":" in str(extra):
+            # YAML's {a: 1,2:B} splits at the comma: the layout arrived as two keys.
+            raise SpecError(f"{where}: {key}: the layout was split at a comma; quote it inside braces, "
+                            f"e.g. {{layout: '24,24,20,128:SSCB'}}, or write '- layout: 24,24,20,128:SSCB'")
     _check_keys(item, ("layout",), where, f"{key}.")
     if "layout" not in item:
         raise SpecError(f"{where}: {key}.layout: missing")
