@@ -39,7 +39,7 @@ def mismatch(expected: torch.Tensor, actual: torch.Tensor, *, rtol: float, atol:
     diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
     diff = torch.where(close, torch.zeros_like(diff), diff)
     worst = int(diff.argmax())
-    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), e.shape)) if e.dim() else ()
+    index = unravel(worst, tuple(e.shape))
     return {
         "index": list(index),
         "expected": float(e.reshape(-1)[worst]),
@@ -52,6 +52,16 @@ def mismatch(expected: torch.Tensor, actual: torch.Tensor, *, rtol: float, atol:
     }
 
 
+def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The index of element ``flat`` of a contiguous tensor of ``shape`` (torch.unravel_index
+    costs a heavy import on first use)."""
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return tuple(reversed(index))
+
+
 def assert_close_all(
     expected: Sequence[torch.Tensor],
     actual: Sequence[torch.Tensor],
@@ -59,23 +69,27 @@ def assert_close_all(
     what: str,
     names: Sequence[str] | None = None,
     tolerance: tuple[float, float] | None = None,
+    labels: tuple[str, str] = ("expected", "got"),
 ) -> None:
-    """Raise CheckFailed at the first tensor pair that differs in shape, dtype or value."""
+    """Raise CheckFailed at the first tensor pair that differs in shape, dtype or value.
+
+    ``labels`` name the two sides in messages, e.g. ``("predict", "forward")``."""
+    want, have = labels
     if len(expected) != len(actual):
         raise CheckFailed(f"{what}: {len(expected)} tensors expected, {len(actual)} received",
                           expected=describe_shapes(expected), actual=describe_shapes(actual))
     for i, (e, a) in enumerate(zip(expected, actual)):
         name = names[i] if names else f"output {i}"
         if e.shape != a.shape:
-            raise CheckFailed(f"{what}: {name} has size {tuple(a.shape)}, expected {tuple(e.shape)}")
+            raise CheckFailed(f"{what}: {name} has size {tuple(a.shape)} ({have}), {tuple(e.shape)} ({want})")
         if e.dtype != a.dtype:
-            raise CheckFailed(f"{what}: {name} has dtype {a.dtype}, expected {e.dtype}")
+            raise CheckFailed(f"{what}: {name} has dtype {a.dtype} ({have}), {e.dtype} ({want})")
         rtol, atol = tolerance or rounding_tolerance(e.dtype)
         found = mismatch(e, a, rtol=rtol, atol=atol)
         if found is not None:
             raise CheckFailed(
-                f"{what}: {name} differs at index {tuple(found['index'])}: {found['actual']:.6g} vs "
-                f"expected {found['expected']:.6g} ({found['mismatched']} of {found['elements']} elements "
+                f"{what}: {name} differs at index {tuple(found['index'])}: {have} {found['actual']:.6g}, "
+                f"{want} {found['expected']:.6g} ({found['mismatched']} of {found['elements']} elements "
                 f"differ beyond rtol={rtol:g}, atol={atol:g})",
                 tensor=name,
                 **found,

@@ -173,8 +173,8 @@ def forward_predict_agree(ctx: Context) -> str:
     reason = _mode_dependence(ctx, subject)
     if reason is not None:
         return f"{len(predicted)} output(s) agree in size and dtype; values differ as expected: {reason}"
-    assert_close_all(predicted, forwarded, what="forward vs predict (the layer shows no reason to depend on the mode)",
-                     tolerance=(1e-5, 1e-6))
+    assert_close_all(predicted, forwarded, what="forward and predict disagree, and the layer shows no reason to "
+                     "depend on the mode", tolerance=(1e-5, 1e-6), labels=("predict", "forward"))
     raise CheckFailed("forward and predict differ")  # unreachable: assert_close_all raised
 
 

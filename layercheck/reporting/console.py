@@ -70,7 +70,7 @@ def print_report(report: Report, console: Console, *, verbose: bool = False, qui
             console.print(Text.assemble((f"ERROR {run.target}: ", STYLES[Status.ERROR]), run.error))
     notes = failure_notes(report, verbose=verbose)
     if notes is not None:
-        console.print(notes)
+        console.print(notes, soft_wrap=True)  # unwrapped, so the reproduce command can be copied
     style = "green" if report.passed else "red"
     console.print(Text(summary_line(report), style=f"bold {style}"))
 
