@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
 
 from layercheck.errors import CheckFailed, CheckSkipped, LayoutError, SpecError, UsageError
 from layercheck.layout import Layout
 from layercheck.registry import CheckInfo, catalogue, check
 from layercheck.result import CheckResult, ExitCode, Report, RunReport, Status
+
+if TYPE_CHECKING:
+    from layercheck.api import assert_layer_valid, check_layer
 
 __all__ = [
     "CheckFailed",
@@ -23,6 +28,18 @@ __all__ = [
     "Status",
     "UsageError",
     "__version__",
+    "assert_layer_valid",
     "catalogue",
     "check",
+    "check_layer",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The API imports torch; load it on first use so that `import layercheck` (and the
+    # pytest plugin, loaded by every pytest run where layercheck is installed) stays light.
+    if name in ("check_layer", "assert_layer_valid"):
+        from layercheck import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'layercheck' has no attribute {name!r}")

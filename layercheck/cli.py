@@ -16,7 +16,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from layercheck import registry, runner
+from layercheck import registry, runner, scaffold, workers
 from layercheck.errors import UsageError
 from layercheck.layout import Layout
 from layercheck.loading import TargetNotFound, resolve
@@ -40,6 +40,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Format(str, enum.Enum):
     table = "table"
     json = "json"
+    junit = "junit"
+    markdown = "markdown"
 
 
 def _stderr() -> Console:
@@ -76,6 +78,7 @@ def run(
     timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="Time limit per check in seconds (0: none).")] = runner.DEFAULT_TIMEOUT,
     format: Annotated[Format, typer.Option("--format", "-f", help="Report format.")] = Format.table,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.", dir_okay=False)] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Check this many targets at once, in worker processes (0: one per CPU).")] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only failures and the summary line.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print whole messages and tracebacks.")] = False,
 ) -> None:
@@ -102,7 +105,7 @@ def run(
             raise UsageError(f"{spec.name}: checks: {exc}") from None
     out = Console(highlight=False, soft_wrap=False)
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
-        report = runner.run(specs, options, progress=progress)  # type: ignore[arg-type]
+        report = workers.run_parallel(specs, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
     _emit(report, format.value, output, out, quiet=quiet, verbose=verbose)
     raise typer.Exit(report.exit_code)
 
@@ -137,6 +140,20 @@ def checks_command(
             runs += f" (+{', '.join(info.optional_variants)} opt-in)"
         table.add_row(info.id, info.title, info.matlab or "-", runs)
     out.print(table)
+
+
+@app.command("init")
+@_usage_errors
+def init_command(
+    name: Annotated[str, typer.Argument(help="Layer file to write, without .py: NAME.py and NAME.yaml (a path such as layers/mylayer works).", show_default=False)],
+    layout: Annotated[str, typer.Option("--layout", "-l", help="Layout of the layer's input, written into the spec.")] = scaffold.DEFAULT_LAYOUT,
+    class_name: Annotated[Optional[str], typer.Option("--class-name", help="Name of the layer class (default: NAME in CamelCase).")] = None,
+) -> None:
+    """Write a commented layer template NAME.py and its spec NAME.yaml; never overwrites."""
+    layer_file, spec_file = scaffold.write(Path(name), layout=Layout.parse(layout), class_name=class_name)
+    out = Console(highlight=False)
+    out.print(f"wrote {layer_file} and {spec_file}", markup=False)
+    out.print(f"check it: layercheck run {spec_file}", markup=False)
 
 
 def _collect_targets(targets: list[str], layouts: list[Layout], args: list[Any], kwargs: dict[str, Any]) -> list[TargetSpec]:

@@ -42,5 +42,9 @@ class CheckSkipped(Exception):
     """Raised by a check that does not apply; the message is the reason."""
 
 
-class CheckTimeout(Exception):
-    """A check ran past its time limit."""
+class CheckTimeout(BaseException):
+    """A check ran past its time limit.
+
+    A BaseException, like KeyboardInterrupt: it is raised wherever the check happens to be,
+    often inside the layer's own code, and must not be caught there (by a layer's
+    ``except Exception`` or by the subject turning a layer's exception into LayerRaised)."""

@@ -46,6 +46,15 @@ def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = 
     return run_target(target, plan, options=Options(seed=seed))
 
 
+def write_spec(folder: Path, name: str, layer: str, *layouts: str, **keys: object) -> Path:
+    """Write a spec file ``folder/name`` (small layouts: the bundled specs use a big one)."""
+    import yaml
+
+    path = folder / name
+    path.write_text(yaml.safe_dump({"layer": layer, "inputs": [{"layout": text} for text in layouts], **keys}))
+    return path
+
+
 def failed_checks(report: RunReport) -> set[str]:
     return {r.check for r in report.results if r.status.value in ("failed", "error")}
 

@@ -24,7 +24,7 @@ def in_root(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def invoke(*args: str):
-    return runner.invoke(app, list(args))
+    return runner.invoke(app, list(args), env={"COLUMNS": "200"})
 
 
 def test_run_layer_prints_table_and_summary_and_exits_0() -> None:

@@ -11,6 +11,8 @@ Renderer = Callable[[Report], str]
 _FORMATS: dict[str, str] = {
     "table": "layercheck.reporting.console:render_text",
     "json": "layercheck.reporting.json:render",
+    "junit": "layercheck.reporting.junit:render",
+    "markdown": "layercheck.reporting.markdown:render",
 }
 
 

@@ -1,0 +1,123 @@
+"""The Python API (SPEC section 9): check a layer in-process, or assert that it is valid.
+
+    from layercheck import Layout, assert_layer_valid
+    assert_layer_valid(MyLayer(), Layout.parse("8,16:BC"))
+
+is a whole test in a layer author's own pytest suite.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from torch import nn
+
+from layercheck import __version__, runner
+from layercheck.layout import Layout
+from layercheck.loading import is_layer_class
+from layercheck.reporting.details import label
+from layercheck.result import Report
+from layercheck.spec import parse_tolerance
+from layercheck.subject import Target
+
+
+def check_layer(
+    layer: nn.Module | type,
+    *layouts: Layout | str,
+    seed: int = 0,
+    checks: Sequence[str] = (),
+    only: Sequence[str] = (),
+    skip: Sequence[str] = (),
+    enable: Sequence[str] = (),
+    tolerance: Mapping[str, float] | None = None,
+    timeout: float = runner.DEFAULT_TIMEOUT,
+    devices: Sequence[str] = (),
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    name: str | None = None,
+) -> Report:
+    """Run the checks on one layer and return the report (``report.render("junit")`` etc.).
+
+    ``layer`` is an ``nn.Module`` instance (checked on deep copies: the instance itself is
+    never called or changed), an ``nn.Module`` class (built with ``args``/``kwargs``) or a
+    ``torch.autograd.Function`` subclass. ``layouts`` give one input each, as ``Layout`` or
+    ``"SIZES:FORMAT"``. ``checks`` (alias ``only``), ``skip`` and ``enable`` select checks by
+    id, as ``--check``, ``--skip`` and ``--enable`` do; ``tolerance`` overrides per dtype
+    (``{"float32": 1e-3}``). Invalid arguments raise ``TypeError`` or a ``UsageError``
+    (a ``ValueError``) before anything runs; a layer that cannot be constructed gives a
+    report whose run has an ``error``.
+    """
+    start = time.perf_counter()
+    target = _target(layer, layouts, seed=seed, args=args, kwargs=kwargs, name=name)
+    if isinstance(checks, str) or isinstance(only, str) or isinstance(skip, str) or isinstance(enable, str):
+        raise TypeError("checks, only, skip and enable take a sequence of check ids, e.g. checks=['gradients']")
+    options = runner.Options(seed=seed, only=tuple(checks) + tuple(only), skip=tuple(skip), enable=tuple(enable),
+                             devices=tuple(devices), tolerance=parse_tolerance(dict(tolerance or {}), "tolerance"),
+                             timeout=timeout)
+    plan = runner.plan_for(None, options)
+    run = runner.run_target(target, plan, options=options, tolerance=options.tolerance)
+    return Report(runs=[run], environment=runner.environment(), version=__version__,
+                  seconds=time.perf_counter() - start)
+
+
+def assert_layer_valid(layer: nn.Module | type, *layouts: Layout | str, **options: Any) -> Report:
+    """Like :func:`check_layer`, but raise ``AssertionError`` listing every failed or errored
+    check with its message (and how to reproduce it) unless the layer passes; returns the report."""
+    report = check_layer(layer, *layouts, **options)
+    if report.passed:
+        return report
+    raise AssertionError(failure_message(report))
+
+
+def failure_message(report: Report) -> str:
+    """What went wrong in a report, one block per problem: for an assertion or a test failure."""
+    lines: list[str] = []
+    for run in report.runs:
+        if run.error is not None:
+            lines.append(f"{run.target} could not be checked: {run.error}")
+    problems = report.failures()
+    if problems:
+        s = report.summary
+        lines.insert(0, f"layer is invalid: {s['failed']} check(s) failed, {s['error']} ended in an error")
+    for run, result in problems:
+        lines.append(f"  {label(result)} {result.status.value}: {result.message}")
+        if "reproduce" in result.details:
+            lines.append(f"    reproduce: {result.details['reproduce']}")
+    return "\n".join(lines)
+
+
+def _target(layer: nn.Module | type, layouts: Sequence[Layout | str], *, seed: int, args: Sequence[Any],
+            kwargs: Mapping[str, Any] | None, name: str | None) -> Target:
+    if isinstance(layer, nn.Module):
+        if args or kwargs:
+            raise TypeError("args and kwargs build a layer from its class; an instance is already built")
+    elif not is_layer_class(layer):
+        kind = "class" if inspect.isclass(layer) else type(layer).__name__
+        raise TypeError(f"check_layer takes an nn.Module instance or an nn.Module or torch.autograd.Function "
+                        f"subclass, not {getattr(layer, '__qualname__', layer)!r} ({kind})")
+    if not layouts:
+        raise TypeError("check_layer needs one layout per input, e.g. check_layer(layer, '8,16:BC')")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise TypeError(f"seed must be a non-negative integer, not {seed!r}")
+    parsed = tuple(item if isinstance(item, Layout) else Layout.parse(item) for item in layouts)
+    cls = type(layer) if isinstance(layer, nn.Module) else layer
+    name = name or f"{cls.__module__}:{cls.__qualname__}"
+    words = [f"--layout {x}" for x in parsed]
+    words += [f"--arg {shlex.quote(_yaml_text(a))}" for a in args]
+    words += [f"--kwarg {shlex.quote(f'{k}={_yaml_text(v)}')}" for k, v in (kwargs or {}).items()]
+    reproduce = f"layercheck run {cls.__module__}:{cls.__qualname__} " + " ".join(words)
+    return Target(layer, parsed, args=tuple(args), kwargs=dict(kwargs or {}), seed=seed, name=name,
+                  reproduce=reproduce)
+
+
+def _yaml_text(value: Any) -> str:
+    """A constructor argument as the command line's YAML (JSON is YAML); repr when not JSON."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,0 +1,106 @@
+"""Many targets in one run: each is reported, one that cannot be loaded does not stop the
+others, and ``--jobs N`` gives the verdicts of a serial run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import ROOT, write_spec
+from layercheck.cli import app
+
+LAYERS = ROOT / "layers"
+
+BROKEN = '''
+from torch import nn
+
+class Layer(nn.Module):
+    def forward(self, x):
+        return x if self.training else x.mean(dim=7)
+'''
+
+DIES = '''
+import os
+from torch import nn
+
+class Layer(nn.Module):
+    def forward(self, x):
+        if not self.training:
+            os._exit(3)  # what a crash in a native kernel looks like from outside
+        return x
+'''
+
+
+@pytest.fixture
+def specs(tmp_path: Path) -> dict[str, Path]:
+    """The bundled layers at small layouts, a broken layer, and a spec whose layer file is missing."""
+    (tmp_path / "broken.py").write_text(BROKEN)
+    small = "4,3,5:BCU"
+    return {
+        "prelu": write_spec(tmp_path, "prelu.yaml", f"{LAYERS / 'prelu.py'}:PReLU", small),
+        "srelu": write_spec(tmp_path, "srelu.yaml", f"{LAYERS / 'srelu.py'}:SReLU", small),
+        "function": write_spec(tmp_path, "function.yaml", f"{LAYERS / 'srelu_function.py'}:SReLUFunction",
+                               small, *["1,3,1:UCU"] * 4),
+        "broken": write_spec(tmp_path, "broken.yaml", "broken.py:Layer", small),
+        "missing": write_spec(tmp_path, "missing.yaml", "no_such_layer.py:Layer", small),
+    }
+
+
+def run_json(*args: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(app, ["run", *args, "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def verdicts(data: dict[str, Any]) -> list[tuple[str, str, list[tuple[str, str, str]]]]:
+    return [(run["target"], run["status"], [(r["check"], r["variant"], r["status"]) for r in run["results"]])
+            for run in data["runs"]]
+
+
+def test_a_missing_layer_file_is_an_error_run_and_the_others_still_run(specs: dict[str, Path]) -> None:
+    code, data = run_json(str(specs["prelu"]), str(specs["missing"]))
+    assert code == 1
+    good, missing = data["runs"]
+    assert good["target"] == str(specs["prelu"]) and good["status"] == "passed" and good["results"]
+    assert missing["target"] == str(specs["missing"]) and missing["status"] == "error"
+    assert "no_such_layer.py" in missing["error"] and missing["results"] == []
+    assert data["summary"]["passed"] == good["summary"]["passed"] > 0
+
+
+def test_jobs_gives_the_verdicts_of_a_serial_run(specs: dict[str, Path]) -> None:
+    targets = [str(specs[name]) for name in ("prelu", "broken", "srelu", "missing", "function")]
+    serial_code, serial = run_json(*targets)
+    parallel_code, parallel = run_json(*targets, "--jobs", "2")
+    assert serial_code == parallel_code == 1
+    assert verdicts(parallel) == verdicts(serial)
+    assert [run["status"] for run in serial["runs"]] == ["passed", "failed", "passed", "error", "passed"]
+    assert [run["custom_backward"] for run in parallel["runs"]] == [run["custom_backward"] for run in serial["runs"]]
+
+
+def test_a_worker_that_dies_costs_only_its_own_target(specs: dict[str, Path], tmp_path: Path) -> None:
+    (tmp_path / "dies.py").write_text(DIES)
+    dies = write_spec(tmp_path, "dies.yaml", "dies.py:Layer", "4,3:BC")
+    code, data = run_json(str(dies), str(specs["prelu"]), "--jobs", "2", "--check", "predict_runs")
+    assert code == 1
+    dead, good = data["runs"]
+    assert dead["status"] == "error" and dead["target"] == str(dies)
+    assert "exited with status 3" in dead["error"] and "while running predict_runs" in dead["error"]
+    assert good["status"] == "passed" and good["results"][0]["check"] == "predict_runs"
+
+
+def test_jobs_zero_means_one_per_cpu(specs: dict[str, Path]) -> None:
+    code, data = run_json(str(specs["prelu"]), str(specs["srelu"]), "--jobs", "0", "--check", "predict_runs")
+    assert code == 0 and [run["status"] for run in data["runs"]] == ["passed", "passed"]
+
+
+def test_an_invalid_spec_among_many_exits_2_before_anything_runs(specs: dict[str, Path], tmp_path: Path) -> None:
+    bad = write_spec(tmp_path, "bad.yaml", "broken.py:Layer", "4,3,2:BCC")
+    result = CliRunner().invoke(app, ["run", str(specs["prelu"]), str(bad), "--jobs", "2"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert str(bad) in line and "2 C labels" in line
