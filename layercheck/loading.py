@@ -101,11 +101,11 @@ def _import_module(name: str, reference: str) -> object:
 
 def _candidates(module: object) -> list[type]:
     """Public layer classes defined in the module itself (not imported into it)."""
-    found = [
-        obj
-        for key, obj in vars(module).items()
-        if not key.startswith("_") and is_layer_class(obj) and obj.__module__ == getattr(module, "__name__", None)
-    ]
+    found: list[type] = []
+    for key, obj in vars(module).items():
+        if (not key.startswith("_") and is_layer_class(obj) and obj not in found
+                and obj.__module__ == getattr(module, "__name__", None)):
+            found.append(obj)  # once, even when bound to two names (LAYER = Layer)
     modules = [c for c in found if issubclass(c, torch.nn.Module)]
     return modules or found
 

@@ -31,6 +31,11 @@ def test_several_candidates_are_listed(tmp_path: Path) -> None:
         resolve("two.py", base_dir=tmp_path)
 
 
+def test_a_class_bound_to_two_names_is_one_candidate(tmp_path: Path) -> None:
+    (tmp_path / "alias.py").write_text("from torch import nn\nclass Layer(nn.Module): pass\nLAYER = Layer\n")
+    assert resolve("alias.py", base_dir=tmp_path).__name__ == "Layer"
+
+
 def test_missing_file_module_and_class(tmp_path: Path, root: Path) -> None:
     with pytest.raises(TargetNotFound, match="no such file"):
         resolve("nope.py", base_dir=tmp_path)
