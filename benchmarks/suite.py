@@ -1,0 +1,93 @@
+"""Cost of the whole default suite on the bundled SReLU, as a multiple of one float64
+forward+backward of the layer, both measured in this run (the issue's target: at most 25x).
+
+    python benchmarks/suite.py [--layout 24,24,20,128:SSCB] [--repeat 5] [--threads N]
+
+Prints each check's median time and ratio, and the median ratio of the whole suite. The
+first run of a process also pays one-time costs that are not the suite's (torch imports
+``torch._dynamo`` the first time an operation runs on the meta device, about a second); the
+cold run is printed separately and the ratio is taken over the warm runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from layercheck.layout import Layout  # noqa: E402
+from layercheck.loading import resolve  # noqa: E402
+from layercheck.registry import select  # noqa: E402
+from layercheck.result import RunReport  # noqa: E402
+from layercheck.runner import run_target  # noqa: E402
+from layercheck.subject import Target  # noqa: E402
+
+
+def forward_backward_seconds(cls: type, layout: Layout, *, repeat: int) -> float:
+    """Median time of one float64 forward+backward (input and parameters) of the layer."""
+    target = Target(cls, [layout])
+    subject = target.build(dtype=torch.float64)
+    times = []
+    for _ in range(repeat + 1):  # the first one warms up the allocator and kernels
+        inputs = subject.inputs(requires_grad=True)
+        start = time.perf_counter()
+        out = subject.forward(inputs)
+        torch.autograd.grad(out, [*inputs, *(p for _, p in subject.parameters())], torch.ones_like(out))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
+
+def suite(cls: type, layout: Layout) -> RunReport:
+    return run_target(Target(cls, [layout], name="layers/srelu.py:SReLU"), select())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layout", default="24,24,20,128:SSCB")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    layout = Layout.parse(args.layout)
+    cls = resolve("layers/srelu.py:SReLU", base_dir=ROOT)
+
+    cold = suite(cls, layout)
+    cold_reference = forward_backward_seconds(cls, layout, repeat=3)
+    # Each repetition measures the reference right before the suite, so a change in the
+    # machine's load between them moves both: the ratio is per repetition, then the median.
+    references, runs = [], []
+    for _ in range(args.repeat):
+        references.append(forward_backward_seconds(cls, layout, repeat=3))
+        runs.append(suite(cls, layout))
+    ratios = [run.seconds / ref for run, ref in zip(runs, references)]
+    reference = statistics.median(references)
+
+    print(f"SReLU {layout}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.repeat} repetitions")
+    print(f"one float64 forward+backward: {reference * 1e3:.1f} ms (median)")
+    print(f"{'check':<24}{'variant':<10}{'status':<9}{'ms':>9}{'x f+b':>8}")
+    rows = [(r.check, r.variant, r.status.value) for r in runs[0].results]
+    per_check = []
+    for i, (check, variant, status) in enumerate(rows):
+        ratio = statistics.median(run.results[i].seconds / ref for run, ref in zip(runs, references))
+        seconds = statistics.median(run.results[i].seconds for run in runs)
+        per_check.append(ratio)
+        print(f"{check:<24}{variant:<10}{status:<9}{seconds * 1e3:>9.1f}{ratio:>8.1f}")
+    overhead = statistics.median((run.seconds - sum(r.seconds for r in run.results)) / ref
+                                 for run, ref in zip(runs, references))
+    print(f"{'runner overhead':<43}{'':>9}{overhead:>8.1f}")
+    print(f"whole suite: {statistics.median(run.seconds for run in runs):.3f} s = {statistics.median(ratios):.1f} x "
+          f"one float64 forward+backward (median of {args.repeat}; range {min(ratios):.1f}-{max(ratios):.1f}; "
+          "target <= 25)")
+    print(f"first (cold) run in this process: {cold.seconds:.3f} s = {cold.seconds / cold_reference:.1f} x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Floating-point types: outputs, gradients and state keep the type of the input."""
+
+from __future__ import annotations
+
+import torch
+
+from layercheck.checks._reference import Run, forward_run, predict_run, reference_forward, reference_predict
+from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
+from layercheck.registry import check
+from layercheck.runner import Context
+
+DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+@check(
+    "dtype",
+    title="outputs, gradients and state keep the input's floating-point type",
+    matlab="predictIsConsistentInType, forwardIsConsistentInType, backwardIsConsistentInType",
+    requires=("predict_runs", "forward_runs", "backward_runs"),
+    variants=("float32", "float64"),
+    optional_variants=("float16", "bfloat16"),
+)
+def dtype(ctx: Context) -> str:
+    """Casts the layer to the variant's type (``layer.to(dtype)``), feeds inputs of that
+    type, and requires every floating output of predict and forward, every gradient and
+    every floating buffer afterwards to have that type. Integer outputs and buffers (an
+    index, BatchNorm's ``num_batches_tracked``) are left alone.
+
+    A layer that returns float32 in a float64 model loses precision silently (and breaks
+    the gradient check); in a float16 model it doubles memory and breaks the next layer.
+    Usual causes: ``.float()`` in forward, a constant made with ``torch.ones(n)`` (float32)
+    instead of ``x.new_ones(n)``, state stored with a fixed dtype. Fix: derive the type
+    from the input (``dtype=x.dtype``, ``torch.ones_like``, ``x.new_*``).
+    """
+    want = DTYPES[ctx.variant]
+    predicted, forwarded = _runs(ctx, want)
+    grads = [(f"gradient of {name}", g) for name, g in forwarded.grads if g is not None]
+    groups = [
+        ("predict", [(f"output {i}", t) for i, t in enumerate(predicted.outputs)]),
+        ("forward", [(f"output {i}", t) for i, t in enumerate(forwarded.outputs)]),
+        ("backward", grads),
+        ("predict", [(f"state {name!r}", t) for name, t in predicted.state.items() if t is not None]),
+        ("forward", [(f"state {name!r}", t) for name, t in forwarded.state.items() if t is not None]),
+    ]
+    checked = 0
+    for phase, tensors in groups:
+        for name, t in tensors:
+            if not t.is_floating_point():
+                continue
+            checked += 1
+            if t.dtype != want:
+                raise CheckFailed(
+                    f"with {ctx.variant} inputs and layer, {phase} {name} is {str(t.dtype).removeprefix('torch.')}",
+                    phase=phase, tensor=name, expected=ctx.variant, actual=str(t.dtype).removeprefix("torch."),
+                )
+    return f"{checked} output, gradient and state tensor(s) stay {ctx.variant}"
+
+
+def _runs(ctx: Context, want: torch.dtype) -> tuple[Run, Run]:
+    """Predict and forward+backward in ``want``; the shared float32 runs when the layer
+    is float32 already (casting it would change nothing)."""
+    if want is torch.float32 and _is_float32(ctx):
+        return reference_predict(ctx), reference_forward(ctx)
+    try:
+        return predict_run(ctx.fresh(dtype=want)), forward_run(ctx, ctx.fresh(dtype=want))
+    except LayerRaised as exc:
+        name = str(want).removeprefix("torch.")
+        if want in (torch.float16, torch.bfloat16) and _unsupported_on_cpu(exc.exc):
+            raise CheckSkipped(
+                f"{name} is not supported on the CPU by an operation the layer uses ({exc}); "
+                f"run this variant where {name} kernels exist (e.g. a GPU)"
+            ) from exc
+        raise CheckFailed(f"with {name} inputs and layer, {exc}", phase=exc.phase, traceback=exc.trace) from exc
+
+
+def _is_float32(ctx: Context) -> bool:
+    layer = ctx.target.pristine()
+    if layer is None:
+        return True
+    tensors = [*layer.parameters(), *layer.buffers()]
+    return all(t.dtype == torch.float32 for t in tensors if t.is_floating_point())
+
+
+def _unsupported_on_cpu(exc: BaseException) -> bool:
+    """Whether an error says an operation has no half-precision CPU kernel ("cholesky_cpu"
+    not implemented for 'Half', "Low precision dtypes not supported", "Unsupported dtype
+    Half"), as opposed to a type mix-up in the layer ("expected ... Half but found Float")."""
+    text = str(exc)
+    lowered = text.lower()
+    return ("Half" in text or "BFloat16" in text) and any(
+        phrase in lowered for phrase in ("not implemented", "not supported", "unsupported")
+    )

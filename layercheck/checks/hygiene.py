@@ -1,0 +1,264 @@
+"""Layer hygiene no other tool checks: inputs left alone, deterministic prediction, finite
+values, any memory layout accepted, every tensor registered."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from layercheck.checks._reference import (
+    assert_same_unless_random,
+    comparable,
+    forward_is_random,
+    forward_run,
+    input_change,
+    nonfinite,
+    output_names,
+    predict_is_random,
+    predict_run,
+    present_grads,
+    reference_forward,
+    reference_predict,
+)
+from layercheck.compare import assert_close_all, describe_shapes
+from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
+from layercheck.registry import check
+from layercheck.runner import Context
+from layercheck.subject import Target
+
+_BACKWARD = ("predict_runs", "forward_runs", "backward_runs")
+
+
+def _only_modules(target: Target) -> str | None:
+    return "operations (autograd.Function) have no attributes of their own" if target.kind == "function" else None
+
+
+@check(
+    "input_unchanged",
+    title="the layer does not modify its inputs",
+    requires=_BACKWARD,  # the shared forward run back-propagates
+)
+def input_unchanged(ctx: Context) -> str:
+    """Compares every input after predict and after the training forward, with grad on and
+    off, with the values it was given: values, size and strides.
+
+    A layer that writes into its input (``inplace=True`` activations, ``x.clamp_()``,
+    ``x.data`` writes, ``x.unsqueeze_()``) silently corrupts the caller's tensor: a skip
+    connection or a second branch that reads it gets the wrong values. (On a leaf that
+    requires grad PyTorch refuses the write, and forward_runs reports it; inside a network
+    inputs are not leaves and nothing stops it.) Fix: the out-of-place operation
+    (``torch.relu(x)``, ``inplace=False``).
+    """
+    calls = [("predict (grad off)", reference_predict(ctx)), ("forward (grad on)", reference_forward(ctx))]
+    subject = ctx.fresh()
+    inputs = subject.inputs()
+    subject.forward(inputs, grad=False)
+    changes = [(call, run.input_change) for call, run in calls]
+    changes.append(("forward (grad off)", input_change(subject.inputs(), inputs)))
+    for call, change in changes:
+        if change is not None:
+            raise CheckFailed(f"the layer wrote into its input during {call}: {change}", call=call)
+    return f"{len(ctx.layouts)} input(s) unchanged by predict and forward, with grad on and off"
+
+
+@check(
+    "deterministic",
+    title="identical copies give bit-identical predict outputs for the same input",
+    requires=("predict_runs",),
+)
+def deterministic(ctx: Context) -> str:
+    """Predicts with two identical copies of the layer on the same input, their random
+    streams seeded differently, and requires bit-identical outputs.
+
+    Prediction must be a function of the input and the layer: a layer that draws random
+    numbers at prediction time (noise, sampling, dropout left on in ``eval()``) gives a
+    different answer for the same input, so results cannot be reproduced or compared.
+    Dropout in training mode is not checked here. Fix: draw random numbers only when
+    ``self.training`` is true.
+    """
+    first = reference_predict(ctx)
+    second = reference_predict(ctx, rng_seed=ctx.seed + 1)
+    assert_close_all(
+        first.outputs, second.outputs, tolerance=(0.0, 0.0),
+        what=f"predict of two identical copies on the same input (random streams seeded {ctx.seed} and {ctx.seed + 1})",
+    )
+    return f"{len(first.outputs)} output(s) bit-identical across copies and random streams"
+
+
+@check(
+    "finite",
+    title="outputs and gradients are finite on the generated inputs",
+    requires=_BACKWARD,
+)
+def finite(ctx: Context) -> str:
+    """Looks for NaN and infinity in the outputs of predict and of the training forward,
+    and in the gradients of every input and learnable parameter, on the generated
+    (standard-normal) inputs.
+
+    One non-finite value poisons every later step of training. Usual causes: a division
+    by a statistic that can be zero, ``log``/``sqrt`` of a value that can be negative,
+    ``exp`` that overflows (subtract the maximum first), a missing ``eps``.
+    """
+    predicted = reference_predict(ctx)
+    forwarded = reference_forward(ctx)
+    grad_names, grads = present_grads(forwarded)
+    groups = [
+        (output_names(predicted.outputs, "predict "), predicted.outputs),
+        (output_names(forwarded.outputs, "forward "), forwarded.outputs),
+        (grad_names, grads),
+    ]
+    checked = 0
+    for names, tensors in groups:
+        for name, t in zip(names, tensors):
+            if not t.is_floating_point():
+                continue
+            checked += 1
+            problem = nonfinite(t)
+            if problem is not None:
+                raise CheckFailed(f"{name} has {problem}", tensor=name)
+    return f"{checked} output and gradient tensor(s) finite"
+
+
+# -- noncontiguous ----------------------------------------------------------------------------
+
+
+def _strided(x: torch.Tensor) -> torch.Tensor:
+    """The same values as a slice of a tensor twice as wide in the last dimension longer
+    than one (as from splitting q, k and v): not contiguous, not dense. A slice that would
+    still be contiguous (no longer dimension before it) takes every other element instead."""
+    dims = [d for d in range(x.dim()) if x.shape[d] > 1]
+    if not dims:
+        return x
+    d = dims[-1]
+    size = list(x.shape)
+    size[d] *= 2
+    base = torch.zeros(size, dtype=x.dtype, device=x.device)
+    index: list[slice] = [slice(None)] * x.dim()
+    index[d] = slice(0, x.shape[d]) if len(dims) > 1 else slice(None, None, 2)
+    view = base[tuple(index)]
+    view.copy_(x)
+    return view
+
+
+def _channels_last(x: torch.Tensor) -> torch.Tensor:
+    """The same values stored with dimension 1 innermost (PyTorch's channels-last for 4-D
+    and 5-D tensors; transposed storage for 2-D ones): dense, not contiguous."""
+    if x.dim() < 2:
+        return x
+    order = [0, *range(2, x.dim()), 1]
+    inverse = [order.index(d) for d in range(x.dim())]
+    return x.permute(order).contiguous().permute(inverse)
+
+
+_LAYOUTS: tuple[tuple[str, Callable[[torch.Tensor], torch.Tensor]], ...] = (
+    ("strided-view", _strided),
+    ("channels-last", _channels_last),
+)
+
+
+@check(
+    "noncontiguous",
+    title="channels-last and strided-view inputs give the same outputs and gradients",
+    requires=_BACKWARD,
+)
+def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """Feeds the generated inputs stored two other ways and compares with contiguous
+    inputs: predict outputs for a strided view (a slice of a wider tensor), forward
+    outputs, gradients and state for channels-last (dimension 1 innermost; the strided view
+    again where no input has two dimensions).
+
+    Slices, transposes and ``channels_last`` models hand layers non-contiguous tensors;
+    a layer that calls ``.view()`` where ``.reshape()`` is needed raises on them, and one
+    that indexes raw storage computes garbage. Values that differ are accepted only when
+    the layer draws random numbers (they are laid out in memory order). Fix: ``.reshape()``
+    instead of ``.view()``, or ``.contiguous()`` before raw-storage code.
+    """
+    shapes = [torch.empty(layout.size, device="meta") for layout in ctx.layouts]
+    usable = [(label, make) for label, make in _LAYOUTS if any(not make(x).is_contiguous() for x in shapes)]
+    if not usable:
+        raise CheckSkipped("no input can be stored non-contiguously (every input has at most one element per dimension)")
+    # Each layout once, predict with the first and forward+backward with the last (the same
+    # code path in most layers; both layouts where only one can be made).
+    predict_label, predict_make = usable[0]
+    reference_p = reference_predict(ctx)
+    subject = ctx.fresh()
+    predicted = _call_with_layout(lambda: predict_run(subject, [predict_make(x) for x in subject.inputs()]),
+                                  predict_label)
+    predict_compared = assert_same_unless_random(
+        ctx, reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx),
+        what=f"predict with {predict_label} inputs vs contiguous ones", names=output_names(reference_p.outputs))
+    label, make = usable[-1]
+    reference_f = reference_forward(ctx)
+    subject = ctx.fresh()
+    inputs = [make(x).detach().requires_grad_(x.is_floating_point()) for x in subject.inputs()]
+    forwarded = _call_with_layout(lambda: forward_run(ctx, subject, inputs), label)
+    names, expected, actual = comparable(reference_f, forwarded)
+    forward_compared = assert_same_unless_random(
+        ctx, expected, actual, random=lambda: forward_is_random(ctx), names=names,
+        what=f"forward and backward with {label} inputs vs contiguous ones")
+    random = [m for m, c in (("predict", predict_compared), ("forward", forward_compared)) if not c]
+    note = f" (values of {' and '.join(random)} differ: the layer draws random numbers)" if random else ""
+    return (f"predict with {predict_label} inputs, forward and backward with {label} inputs agree with "
+            f"contiguous ones{note}", {"predict_layout": predict_label, "forward_layout": label})
+
+
+def _call_with_layout(call: Callable[[], Any], label: str) -> Any:
+    try:
+        return call()
+    except LayerRaised as exc:
+        raise CheckFailed(f"with {label} (non-contiguous) inputs, {exc}; with contiguous inputs it runs "
+                          "(.view() where .reshape() is needed?)", phase=exc.phase, traceback=exc.trace) from exc
+
+
+# -- registered_tensors -----------------------------------------------------------------------
+
+
+@check(
+    "registered_tensors",
+    title="every tensor attribute is a parameter or a buffer",
+    applies=_only_modules,
+)
+def registered_tensors(ctx: Context) -> str:
+    """Looks through the attributes of the layer and of every submodule (and the lists,
+    tuples and dicts they hold) for tensors that are neither parameters nor buffers.
+
+    ``.to(device)``, ``.half()``, ``state_dict()``, optimisers and DDP see only registered
+    tensors: a plain tensor attribute stays on the CPU in float32, is not saved in
+    checkpoints and is not trained. Fix: ``self.register_buffer("name", tensor)`` (add
+    ``persistent=False`` for constants you do not want saved) or ``nn.Parameter``.
+    """
+    module = ctx.fresh().module
+    assert module is not None
+    registered = {id(t) for t in module.parameters()} | {id(t) for t in module.buffers()}
+    found = []
+    for prefix, sub in module.named_modules():
+        for attr, value in vars(sub).items():
+            if attr in ("_parameters", "_buffers", "_modules"):
+                continue
+            for where, tensor in _tensors_in(value, attr):
+                if id(tensor) not in registered:
+                    found.append((f"{prefix}.{where}" if prefix else where, type(sub).__name__, tensor))
+    if found:
+        listed = "; ".join(
+            f"{name} ({describe_shapes([t])[0]}) of {owner}" for name, owner, t in found
+        )
+        raise CheckFailed(
+            f"{len(found)} tensor attribute(s) are neither parameters nor buffers: {listed}. "
+            "Register them (register_buffer or nn.Parameter) so that .to(), state_dict() and optimisers see them",
+            attributes=[name for name, _, _ in found],
+        )
+    return f"{len(registered)} tensor(s), all registered"
+
+
+def _tensors_in(value: Any, where: str, depth: int = 2) -> Iterator[tuple[str, torch.Tensor]]:
+    if isinstance(value, torch.Tensor):
+        yield where, value
+    elif depth > 0 and isinstance(value, (list, tuple)) and not isinstance(value, nn.Module):
+        for i, item in enumerate(value):
+            yield from _tensors_in(item, f"{where}[{i}]", depth - 1)
+    elif depth > 0 and isinstance(value, dict):
+        for key, item in value.items():
+            yield from _tensors_in(item, f"{where}[{key!r}]", depth - 1)

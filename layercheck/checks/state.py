@@ -1,0 +1,237 @@
+"""The layer's state (its buffers): valid after every call, reset by ``reset_state``, and
+carried with the parameters by ``state_dict``."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from layercheck.checks._reference import (
+    assert_path_close,
+    identical,
+    nonfinite,
+    output_names,
+    predict_run,
+    reference_forward,
+    reference_predict,
+)
+from layercheck.compare import assert_close_all, describe_shapes, rounding_tolerance
+from layercheck.errors import CheckFailed, CheckSkipped
+from layercheck.registry import check
+from layercheck.runner import Context
+from layercheck.subject import Outputs, Subject, Target, initialize, user_trace
+
+_RESET_CALLS = 3  # forward calls before reset_state: enough for a recurrent state to move away from its start
+
+
+def _only_modules(target: Target) -> str | None:
+    return "operations (autograd.Function) have no state" if target.kind == "function" else None
+
+
+@check(
+    "state_valid",
+    title="after predict and forward, state keeps its dtype, device and size and stays finite",
+    matlab="predictReturnsValidStates, forwardReturnsValidStates",
+    requires=("predict_runs", "forward_runs", "backward_runs"),  # the shared forward run back-propagates
+    applies=_only_modules,
+)
+def state_valid(ctx: Context) -> str:
+    """Compares every buffer after a predict and after a training forward with its value
+    before: it must still exist, keep its dtype and device, hold finite values (where it
+    did), be detached from the autograd graph, and keep its size unless it is resized to
+    the batch (a recurrent hidden state).
+
+    Invalid state breaks the next call, not this one: a running statistic turned NaN, a
+    buffer reassigned as float32 or on the CPU, or a hidden state that keeps the whole
+    graph of the previous step alive (memory grows, "backward through the graph a second
+    time"). Fix: update state under ``torch.no_grad()`` (or ``.detach()``), in place
+    (``buf.copy_(...)``, ``buf.mul_(...)``), and guard divisions.
+    """
+    initial = ctx.fresh().snapshot()
+    if not initial:
+        raise CheckSkipped("the layer has no state (no buffers)")
+    batch = {layout.size[layout.batch_dim] for layout in ctx.layouts if layout.batch_dim is not None}
+    for mode, run in (("predict", reference_predict(ctx)), ("forward", reference_forward(ctx))):
+        if run.attached:
+            raise CheckFailed(
+                f"state {run.attached[0]!r} after {mode} is attached to the autograd graph (requires grad): the graph "
+                "of every call stays alive; update state under torch.no_grad() or store .detach()",
+                buffers=list(run.attached), mode=mode,
+            )
+        for name, old in initial.items():
+            _check_buffer(name, old, run.state.get(name), mode, batch)
+    return f"{len(initial)} buffer(s) valid after predict and forward"
+
+
+def _check_buffer(name: str, old: torch.Tensor | None, new: torch.Tensor | None, mode: str,
+                  batch: set[int]) -> None:
+    """One buffer after a call against before it (None: an empty slot, or gone)."""
+    where = f"state {name!r} after {mode}"
+    if new is None:
+        if old is not None:
+            raise CheckFailed(f"{where}: the buffer is gone (it held {describe_shapes([old])[0]})",
+                              buffer=name, mode=mode)
+        return
+    if old is not None:
+        if new.dtype != old.dtype:
+            raise CheckFailed(f"{where}: dtype {old.dtype} became {new.dtype}", buffer=name, mode=mode,
+                              before=str(old.dtype), after=str(new.dtype))
+        if new.device != old.device:
+            raise CheckFailed(f"{where}: device {old.device} became {new.device}", buffer=name, mode=mode,
+                              before=str(old.device), after=str(new.device))
+        if new.shape != old.shape and not _resized_to_batch(old, new, batch):
+            raise CheckFailed(
+                f"{where}: size {tuple(old.shape)} became {tuple(new.shape)}; state may change size only to follow the "
+                f"batch ({', '.join(map(str, sorted(batch))) or 'no B dimension in the layouts'})",
+                buffer=name, mode=mode, before=list(old.shape), after=list(new.shape),
+            )
+    # a value non-finite before and untouched by the call is a constant (an attention mask of -inf)
+    untouched = (old == new) | (old != old) & (new != new) if old is not None and old.shape == new.shape else None
+    problem = nonfinite(new, ignore=untouched)
+    if problem is not None:
+        raise CheckFailed(f"{where}: {problem}", buffer=name, mode=mode)
+
+
+def _resized_to_batch(old: torch.Tensor, new: torch.Tensor, batch: set[int]) -> bool:
+    """An empty state filled in, or one whose changed dimensions all take a batch size."""
+    if old.numel() == 0:
+        return True
+    return old.dim() == new.dim() and all(
+        o == n or n in batch for o, n in zip(old.shape, new.shape)
+    )
+
+
+@check(
+    "reset_state",
+    title="reset_state restores the initial state and the first output",
+    matlab="resetStateDoesNotError",
+    requires=("forward_runs",),
+    applies=_only_modules,
+)
+def reset_state(ctx: Context) -> str:
+    """Runs the training forward a few times so that the state moves, calls
+    ``reset_state()``, and requires every buffer to equal its initial value and the next
+    output to equal the first one.
+
+    A network is reset between sequences or evaluation runs; a reset that forgets a
+    buffer (a step counter, a second hidden state) leaks the previous sequence into the
+    next, and results depend on what ran before. Fix: reset every buffer the forward
+    writes, to the value the constructor gives it.
+    """
+    subject = ctx.fresh()
+    module = subject.module
+    assert module is not None
+    hook = getattr(module, "reset_state", None)
+    initial = subject.snapshot()
+    if not callable(hook) and not initial:
+        raise CheckSkipped("the layer has no state (no buffers) and no reset_state")
+    inputs = subject.inputs()
+    first = _forward(subject, inputs)
+    for _ in range(_RESET_CALLS - 1):
+        _forward(subject, inputs)
+    moved = [name for name, old in initial.items() if not _same(old, subject.buffers().get(name))]
+    if not callable(hook):
+        if moved:
+            raise CheckSkipped(
+                f"the state changes in forward ({', '.join(moved)}) but the layer defines no reset_state: "
+                "define reset_state(self) to restore the initial state (MATLAB resetState) so it can be tested"
+            )
+        raise CheckSkipped("the layer defines no reset_state (and its state does not change in forward)")
+    try:
+        hook()
+    except Exception as exc:
+        raise CheckFailed(f"reset_state raised {type(exc).__name__}: {exc}", traceback=user_trace(exc)) from exc
+    after = subject.buffers()
+    for name, old in initial.items():
+        new = after.get(name)
+        what = f"state {name!r} after reset_state vs its initial value"
+        if old is None or new is None:
+            if (old is None) != (new is None):
+                raise CheckFailed(f"{what}: {'None' if new is None else 'a tensor'} instead of "
+                                  f"{'None' if old is None else describe_shapes([old])[0]}", buffer=name)
+            continue
+        if old.shape != new.shape:
+            raise CheckFailed(f"{what}: size {tuple(new.shape)}, expected {tuple(old.shape)}", buffer=name)
+        assert_close_all([old], [new.detach()], what=what, names=[f"state {name!r}"],
+                         tolerance=rounding_tolerance(old.dtype))
+    again = _forward(subject, inputs)
+    assert_close_all(first, again, what="the first output after reset_state vs the first output of the fresh layer",
+                     names=output_names(first))
+    which = f" ({', '.join(moved)} moved)" if moved else ""
+    return f"reset_state after {_RESET_CALLS} forward calls restored {len(initial)} buffer(s){which} and the first output"
+
+
+def _forward(subject: Subject, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [t.detach() for t in Outputs.of(subject.forward(inputs, grad=False)).tensors]
+
+
+def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    return a is b if a is None or b is None else identical([a], [b])
+
+
+@check(
+    "state_dict",
+    title="a state-dict round trip into a fresh instance reproduces the outputs",
+    requires=("predict_runs", "forward_runs"),
+    applies=_only_modules,
+)
+def state_dict(ctx: Context) -> str:
+    """Trains a copy a little (one forward, which updates running state, and a nudge to
+    every learnable parameter), saves its ``state_dict()``, loads it into an instance
+    constructed and initialised with another seed, and compares predict outputs.
+
+    A checkpoint must reproduce the layer: weights kept as plain attributes, learned
+    state in a ``persistent=False`` buffer, or a ``state_dict`` override that drops
+    entries are lost on save and silently replaced by fresh values on load. Fix: keep
+    everything the outputs depend on in parameters and persistent buffers.
+    """
+    source = ctx.fresh()
+    assert source.module is not None
+    inputs = source.inputs()
+    if source.snapshot():
+        source.forward(inputs, grad=False)  # running statistics, hidden state: what training leaves behind
+    _nudge(source.module, ctx.seed)
+    saved = source.module.state_dict()
+    reborn = _construct(ctx, seed=ctx.seed + 1)
+    _match_resized_state(reborn, saved)
+    try:
+        reborn.load_state_dict(saved)
+    except Exception as exc:
+        raise CheckFailed(f"loading the state dict into a fresh instance raised {type(exc).__name__}: {exc}",
+                          traceback=user_trace(exc)) from exc
+    expected = predict_run(source, inputs).outputs
+    actual = predict_run(Subject(ctx.target, reborn), inputs).outputs
+    assert_path_close(ctx, expected, actual, names=output_names(expected),
+                      what="predict of the saved layer vs a fresh instance (other seed) loaded from its state_dict")
+    return f"{len(saved)} state-dict entries reproduce {len(expected)} output(s) in a fresh instance"
+
+
+def _nudge(module: nn.Module, seed: int) -> None:
+    """Move every learnable parameter by about 1% of its tensor's scale, as a training step would."""
+    gen = torch.Generator().manual_seed(seed + 31)
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.requires_grad and p.is_floating_point() and p.numel():
+                noise = torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.device, p.dtype)
+                p.add_(noise * 0.01 * max(float(p.abs().max()), 1e-3))
+
+
+def _construct(ctx: Context, *, seed: int) -> nn.Module:
+    """A new instance from the same constructor call and ``initialize``, seeded ``seed``."""
+    target = ctx.target
+    other = Target(target.instance if target.instance is not None else target.cls, target.layouts,
+                   args=target.args, kwargs=target.kwargs, seed=seed, name=target.name)
+    module = other.construct()
+    assert module is not None
+    initialize(module, target.layouts, target.base_inputs(torch.float32), seed)
+    return module
+
+
+def _match_resized_state(module: nn.Module, saved: dict[str, torch.Tensor]) -> None:
+    """Give buffers the size they have in the saved state (a hidden state resized to the
+    batch), so that loading tests what is saved, not the batch size."""
+    for prefix, sub in module.named_modules():
+        for key, buf in list(sub._buffers.items()):
+            name = f"{prefix}.{key}" if prefix else key
+            if buf is not None and name in saved and saved[name].shape != buf.shape:
+                sub._buffers[key] = torch.empty_like(saved[name], device=buf.device, dtype=buf.dtype)

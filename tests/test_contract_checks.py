@@ -1,0 +1,365 @@
+"""The contract checks (SPEC section 6: dtype, device, meta_device, state_valid, reset_state,
+observations, input_unchanged, deterministic, finite, noncontiguous, registered_tensors,
+state_dict) as a user sees them: what a failure says, why a check is skipped, and the cases
+where a naive check would raise a false alarm. tests/test_zoo.py judges the zoo as a whole."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+from typer.testing import CliRunner
+
+from conftest import ROOT, run_zoo
+from layercheck.checks.devices import _tf32_off, accelerators
+from layercheck.cli import app
+from layercheck.layout import Layout
+from layercheck.registry import get, select
+from layercheck.result import CheckResult, RunReport, Status
+from layercheck.runner import run_target
+from layercheck.subject import Target
+
+
+def run(layer: type | nn.Module, *layouts: str, checks: tuple[str, ...], enable: tuple[str, ...] = (),
+        devices: tuple[str, ...] = ()) -> RunReport:
+    """Run ``checks`` and whatever they require (of the registered checks) on a layer."""
+    from layercheck.runner import Options
+
+    wanted: set[str] = set()
+    stack = list(checks)
+    while stack:
+        cid = stack.pop()
+        if cid not in wanted:
+            wanted.add(cid)
+            stack.extend(r for r in get(cid).requires if _registered(r))
+    plan = [p for p in select(enable=enable) if p.info.id in wanted]
+    return run_target(Target(layer, [Layout.parse(text) for text in layouts], name="test-layer"), plan,
+                      options=Options(devices=devices))
+
+
+def _registered(cid: str) -> bool:
+    try:
+        get(cid)
+    except Exception:
+        return False
+    return True
+
+
+def result(report: RunReport, check: str, variant: str = "") -> CheckResult:
+    found = [r for r in report.results if r.check == check and r.variant == variant]
+    assert found, f"no {check}[{variant}] in {[(r.check, r.variant) for r in report.results]}"
+    return found[0]
+
+
+# -- what failures say ------------------------------------------------------------------------
+
+FAILURES = [
+    ("dtype_state_float32", "dtype", "float64", ["forward", "state 'running_absmax'", "float32"]),
+    ("dtype_constant_float32", "dtype", "float16", ["predict output 0", "float32"]),
+    ("meta_device_tensor_in_forward", "meta_device", "", ["meta", "pinned to the CPU", "Tensor on device cpu"]),
+    ("state_valid_nonfinite", "state_valid", "", ["state 'ema_corrected' after forward", "non-finite", "inf"]),
+    ("state_valid_growing", "state_valid", "", ["state 'history'", "(1, 3) became (2, 3)", "batch (4)"]),
+    ("state_valid_graph", "state_valid", "", ["state 'running_mean' after forward", "autograd graph"]),
+    ("reset_state_forgets_buffer", "reset_state", "", ["state 'count' after reset_state", "got 3, expected 0"]),
+    ("observations_batch_stats", "observations", "", ["observation 0 of a batch of 4", "differs at index"]),
+    ("observations_squeeze", "observations", "", ["size (3,) for a batch of one but (4, 3)", "squeeze"]),
+    ("input_unchanged_inplace_predict", "input_unchanged", "", ["wrote into its input during predict (grad off)",
+                                                                "input 0: at index (3, 2, 0) -3.47964 became 0"]),
+    ("deterministic_predict_noise", "deterministic", "", ["seeded 0 and 1", "output 0 differs at index"]),
+    ("finite_zero_running_var", "finite", "", ["predict output 0", "non-finite", "inf"]),
+    ("noncontiguous_view", "noncontiguous", "", ["strided-view", "view size is not compatible", ".reshape()"]),
+    ("registered_tensors_plain_scalar", "registered_tensors", "", ["temperature", "() float32", "register_buffer"]),
+    ("state_dict_nonpersistent", "state_dict", "", ["fresh instance", "state_dict", "differs at index"]),
+]
+
+
+@pytest.mark.parametrize(("name", "check", "variant", "phrases"), FAILURES, ids=[f[0] for f in FAILURES])
+def test_failure_says_what_and_where(name: str, check: str, variant: str, phrases: list[str]) -> None:
+    r = result(run_zoo(name), check, variant)
+    assert r.status is Status.FAILED, r.message
+    for phrase in phrases:
+        assert phrase in r.message, f"{phrase!r} not in {r.message!r}"
+    assert f"--check {check}" in r.details["reproduce"]
+
+
+# -- skips name their reason ------------------------------------------------------------------
+
+
+def test_device_is_skipped_without_an_accelerator_or_runs_on_each() -> None:
+    report = run(nn.Linear(5, 2), "4,5:BC", checks=("device",))
+    rows = [r for r in report.results if r.check == "device"]
+    if accelerators():
+        assert [r.variant for r in rows] == list(accelerators())
+        assert all(r.status is Status.PASSED for r in rows), [r.message for r in rows]
+    else:
+        assert [(r.variant, r.status, r.message) for r in rows] == [("", Status.SKIPPED, "no CUDA or MPS device")]
+
+
+def test_device_cpu_exercises_the_comparison_path() -> None:
+    report = run(nn.Dropout(0.5), "4,3,5:BCU", checks=("device",), devices=("cpu",))
+    r = result(report, "device", accelerators()[0] if accelerators() else "")
+    if accelerators():
+        assert r.status is Status.SKIPPED and "not selected by --device cpu" in r.message
+    else:
+        assert r.status is Status.PASSED, r.message
+        # a second CPU copy draws the same dropout masks: every value is compared
+        assert r.message == "on cpu: outputs, gradients and state stay there and agree with the CPU"
+
+
+def test_device_that_is_not_here_is_a_skip_not_an_error() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is present")
+    r = result(run(nn.Linear(5, 2), "4,5:BC", checks=("device",), devices=("cuda",)), "device")
+    assert r.status is Status.SKIPPED and "--device cuda: not available here" in r.message
+
+
+def test_tf32_is_off_inside_the_comparison_and_restored_after() -> None:
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    with _tf32_off():
+        assert matmul.fp32_precision == "ieee" and torch.backends.cudnn.conv.fp32_precision == "ieee"
+    assert matmul.fp32_precision == before
+
+
+@pytest.mark.parametrize(("layer", "layout", "phrase"), [
+    (nn.BatchNorm2d(3), "4,3,5,5:BCSS",
+     "the state changes in forward (running_mean, running_var, num_batches_tracked) but the layer defines no reset_state"),
+    (nn.Linear(5, 2), "4,5:BC", "the layer has no state (no buffers) and no reset_state"),
+])
+def test_reset_state_skips_with_a_reason(layer: nn.Module, layout: str, phrase: str) -> None:
+    r = result(run(layer, layout, checks=("reset_state",)), "reset_state")
+    assert r.status is Status.SKIPPED and phrase in r.message
+
+
+def test_observations_skipped_without_a_batch_dimension() -> None:
+    r = result(run(nn.GELU(), "3,5:CU", checks=("observations",)), "observations")
+    assert (r.status, r.message) == (Status.SKIPPED, "no input has a B (batch) dimension")
+
+
+def test_observations_skipped_when_predict_is_random_deterministic_blames_it() -> None:
+    report = run_zoo("deterministic_predict_noise")
+    assert result(report, "observations").status is Status.SKIPPED
+    assert "deterministic reports it" in result(report, "observations").message
+    assert result(report, "deterministic").status is Status.FAILED
+
+
+class ReadsValues(nn.Module):
+    """Data-dependent control flow: cannot run on meta, and that is not the layer's fault."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if float(x.detach().abs().max()) > 10:
+            return x / 10
+        return x
+
+
+def test_meta_device_skips_layers_that_read_values() -> None:
+    r = result(run(ReadsValues, "4,3:BC", checks=("meta_device",)), "meta_device")
+    assert r.status is Status.SKIPPED
+    assert "cannot run on the meta device" in r.message and ".item()" in r.message
+
+
+class IndexWithCpuTensor(nn.Module):
+    """Advanced indexing with a CPU index tensor works on every device: no false alarm."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, torch.tensor([0, 2])]
+
+
+class StateOnCpu(nn.Module):
+    """Replaces its buffer with a tensor made without device=: the state leaves the device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen = torch.ones(())
+        return x * 2
+
+
+def test_meta_device_accepts_cpu_indices_and_catches_state_left_on_the_cpu() -> None:
+    assert result(run(IndexWithCpuTensor, "4,3:BC", checks=("meta_device",)), "meta_device").status is Status.PASSED
+    r = result(run(StateOnCpu, "4,3:BC", checks=("meta_device",)), "meta_device")
+    assert r.status is Status.FAILED
+    assert "state 'seen' after predict is on cpu, not on meta" in r.message
+
+
+class Cholesky(nn.Module):
+    """Uses an operation with no half-precision CPU kernel."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.cholesky(x @ x.transpose(-1, -2) + torch.eye(x.shape[-1], dtype=x.dtype))
+
+
+def test_dtype_float16_says_when_the_cpu_lacks_a_kernel() -> None:
+    report = run(Cholesky, "4,3,3:BUU", checks=("dtype",), enable=("dtype:float16",))
+    assert [r.variant for r in report.results if r.check == "dtype"] == ["float32", "float64", "float16"]
+    assert result(report, "dtype", "float64").status is Status.PASSED
+    r = result(report, "dtype", "float16")
+    assert r.status is Status.SKIPPED
+    assert "float16 is not supported on the CPU" in r.message and "cholesky" in r.message
+
+
+def test_noncontiguous_skipped_when_no_input_can_be_strided() -> None:
+    r = result(run(nn.GELU(), "1,1:BC", checks=("noncontiguous",)), "noncontiguous")
+    assert r.status is Status.SKIPPED and "no input can be stored non-contiguously" in r.message
+
+
+# -- what must pass ---------------------------------------------------------------------------
+
+
+def test_observations_finds_moved_batch_dimensions() -> None:
+    report = run_zoo("good_torch_lstm", only=())
+    r = result(report, "observations")
+    assert r.status is Status.PASSED
+    assert r.details["batch_dims"] == [1, 1, 1]  # out (T, B, H), h and c (1, B, H)
+    pooled = result(run_zoo("good_contract_pooling"), "observations")
+    assert pooled.details["batch_dims"] == [1] and "along dim 1" in pooled.message  # SSCB -> CB
+
+
+def test_observations_with_a_batch_of_one_builds_a_second_observation() -> None:
+    r = result(run(nn.Linear(5, 2), "1,5:BC", checks=("observations",)), "observations")
+    assert r.status is Status.PASSED and "of 2 agree" in r.message
+
+
+class Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Module()
+        self.inner.table = {"scale": torch.ones(3)}  # a tensor in a dict on a submodule
+        # parametrized and recurrent submodules hold tensors in lists and properties: all registered
+        self.proj = nn.utils.parametrizations.weight_norm(nn.Linear(3, 3))
+        self.rnn = nn.GRU(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) * self.inner.table["scale"] + self.rnn(x.unsqueeze(0))[0][0]
+
+
+def test_registered_tensors_names_nested_attributes_only() -> None:
+    r = result(run(Outer, "4,3:BC", checks=("registered_tensors",)), "registered_tensors")
+    assert r.status is Status.FAILED
+    assert r.details["attributes"] == ["inner.table['scale']"]
+    assert "inner.table['scale'] ((3,) float32) of Module" in r.message
+
+
+class TransposesInPlace(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            x.t_()
+            return x.t() * 2
+        return x * 2
+
+
+def test_input_unchanged_sees_in_place_reshapes() -> None:
+    r = result(run(TransposesInPlace, "4,3:BC", checks=("input_unchanged",)), "input_unchanged")
+    assert r.status is Status.FAILED
+    assert "input 0: size (4, 3) (strides (3, 1)) became (3, 4)" in r.message
+
+
+class ClampsThroughData(nn.Module):
+    """Clips its input through .data in training: autograd does not see the write."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            x.data.clamp_(-1.0, 1.0)
+        return x * 2
+
+
+def test_input_unchanged_catches_writes_autograd_does_not_see() -> None:
+    r = result(run(ClampsThroughData, "4,3:BC", checks=("input_unchanged",)), "input_unchanged")
+    assert r.status is Status.FAILED
+    assert "the layer wrote into its input during forward (grad on): input 0: at index (0, 2) -2.17879 became -1" in r.message
+
+
+def test_state_dict_round_trip_of_a_given_instance() -> None:
+    layer = nn.BatchNorm1d(3)
+    r = result(run(layer, "4,3,5:BCU", checks=("state_dict",)), "state_dict")
+    assert r.status is Status.PASSED and "5 state-dict entries" in r.message
+    assert layer.num_batches_tracked.item() == 0  # the user's instance is untouched
+
+
+class CausalMask(nn.Module):
+    """A constant -inf attention mask as a buffer: non-finite, but not made so by a call."""
+
+    def __init__(self, length: int = 5) -> None:
+        super().__init__()
+        self.register_buffer("mask", torch.full((length, length), float("-inf")).triu(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x @ x.transpose(-1, -2) + self.mask, dim=-1) @ x
+
+
+def test_state_valid_accepts_constant_non_finite_buffers() -> None:
+    report = run(CausalMask, "2,5,3:BTC", checks=("state_valid", "finite"))
+    assert result(report, "state_valid").status is Status.PASSED
+    assert result(report, "finite").status is Status.PASSED
+
+
+class DropsItsState(nn.Module):
+    """Empties its buffer slot after a predict: the next call has no state to read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("h", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            self.h = None
+        return x * 2
+
+
+def test_state_valid_catches_a_buffer_that_disappears() -> None:
+    r = result(run(DropsItsState, "4,3:BC", checks=("state_valid",)), "state_valid")
+    assert r.status is Status.FAILED
+    assert r.message == "state 'h' after predict: the buffer is gone (it held (3,) float32)"
+
+
+def test_recurrent_state_resized_to_the_batch_is_valid() -> None:
+    report = run_zoo("good_contract_recurrent")
+    assert result(report, "state_valid").status is Status.PASSED
+    assert result(report, "reset_state").status is Status.PASSED
+    assert "h moved" in result(report, "reset_state").message
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def test_cli_float16_opt_in_and_device_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    out = CliRunner().invoke(app, ["run", "tests/zoo/dtype_constant_float32.py:Layer", "--layout", "4,3,5:BCU",
+                                   "--enable", "dtype:float16", "--device", "cpu", "--format", "json"])
+    assert out.exit_code == 1, out.output
+    (report,) = json.loads(out.stdout)["runs"]
+    rows = {(r["check"], r["variant"]): r for r in report["results"]}
+    assert rows["dtype", "float16"]["status"] == "failed"
+    assert "--enable dtype:float16" in rows["dtype", "float16"]["details"]["reproduce"]
+    assert rows["dtype", "float32"]["status"] == rows["dtype", "float64"]["status"] == "passed"
+    device = rows["device", accelerators()[0] if accelerators() else ""]
+    assert device["status"] == ("skipped" if accelerators() else "passed")
+    assert {r["status"] for k, r in rows.items() if k[0] != "dtype"} <= {"passed", "skipped"}
+
+
+def test_catalogue_lists_the_contract_checks_with_matlab_counterparts(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = CliRunner().invoke(app, ["checks", "dtype"])
+    assert out.exit_code == 0
+    assert "MATLAB: predictIsConsistentInType" in out.stdout
+    assert "variants: float32, float64; opt-in: float16, bfloat16" in out.stdout
+    for cid in ("state_valid", "reset_state", "observations", "device"):
+        assert get(cid).matlab and get(cid).default
+    for cid in ("input_unchanged", "deterministic", "finite", "noncontiguous", "meta_device",
+                "registered_tensors", "state_dict"):
+        assert get(cid).default and get(cid).doc
+
+
+def test_benchmark_prints_the_ratio() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--layout", "4,4,3,6:SSCB",
+                           "--repeat", "1", "--threads", "1"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = [line for line in done.stdout.splitlines() if line.startswith("whole suite: ")]
+    assert summary and "x one float64 forward+backward (median of 1; range" in summary[0]
+    assert summary[0].endswith("target <= 25)")
+    assert "noncontiguous" in done.stdout and "runner overhead" in done.stdout and "first (cold) run" in done.stdout
