@@ -271,21 +271,27 @@ def floating(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return [t for t in tensors if t.is_floating_point()]
 
 
-def custom_backward_nodes(outputs: Sequence[torch.Tensor], limit: int = 100_000) -> list[str]:
-    """Names of the hand-written ``autograd.Function`` backward nodes in the outputs' graph."""
+def backward_nodes(outputs: Sequence[torch.Tensor], limit: int = 100_000) -> Iterator[Any]:
+    """Every node of the outputs' autograd graph, once each (at most ``limit``)."""
     seen: set[int] = set()
-    names: list[str] = []
     stack = [t.grad_fn for t in outputs if t.grad_fn is not None]
     while stack and len(seen) < limit:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
+        yield node
+        stack.extend(fn for fn, _ in node.next_functions)
+
+
+def custom_backward_nodes(outputs: Sequence[torch.Tensor], limit: int = 100_000) -> list[str]:
+    """Names of the hand-written ``autograd.Function`` backward nodes in the outputs' graph."""
+    names: list[str] = []
+    for node in backward_nodes(outputs, limit):
         if isinstance(node, torch.autograd.function.BackwardCFunction):
             name = type(node).__name__.removesuffix("Backward")
             if name not in names:
                 names.append(name)
-        stack.extend(fn for fn, _ in node.next_functions)
     return names
 
 

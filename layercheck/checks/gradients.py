@@ -1,0 +1,581 @@
+"""Back-propagation: it runs, gradients have the right sizes, they agree with float64 finite
+differences, and they stay right when only some tensors require grad."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from layercheck.checks._reference import cotangents, forward_is_random
+from layercheck.compare import mismatch
+from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
+from layercheck.numerics import (
+    GRADIENT_TOLERANCE,
+    Backprop,
+    FiniteDifferences,
+    Finding,
+    LayerFunction,
+    Verdict,
+    diagnose,
+    gradient_tolerance,
+    judge,
+)
+from layercheck.registry import check
+from layercheck.runner import Context
+from layercheck.subject import Subject, backward_nodes
+
+_DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+# needs_input_grad compares a float32 backward with the same backward when more tensors
+# require grad: the same operations, so only a different summation order can separate them
+# (1e-6 or less); a gradient packed into the wrong slot or computed from the wrong branch is
+# off by its own size.
+FROZEN_TOLERANCE = 1e-3
+
+
+# -- what a hand-written backward returns ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RawGradient:
+    """One gradient as a hand-written backward returned it, before autograd's checks, its
+    summing over broadcast dimensions and its dtype cast."""
+
+    function: str
+    position: int
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    expected_shape: tuple[int, ...]
+    expected_dtype: torch.dtype
+
+    @property
+    def wrong(self) -> bool:
+        return self.shape != self.expected_shape or self.dtype != self.expected_dtype
+
+    def describe(self) -> str:
+        return (f"{self.function}.backward returned a gradient of size {self.shape} {_dtype_name(self.dtype)} "
+                f"for its input {self.position}, which is {self.expected_shape} {_dtype_name(self.expected_dtype)}")
+
+
+class BackwardRecorder:
+    """Records what the hand-written backward of every ``autograd.Function`` in the graph
+    returns. The Function classes found in the graph get their ``backward`` (or ``vjp``)
+    wrapped while the backward runs, and put back afterwards: autograd's engine validates and
+    reshapes a node's outputs before any hook sees them."""
+
+    def __init__(self) -> None:
+        self.records: list[RawGradient] = []
+        self.functions: list[str] = []
+
+    @contextlib.contextmanager
+    def __call__(self, outputs: list[torch.Tensor]) -> Iterator[None]:
+        classes = _custom_functions(outputs)
+        self.functions = [cls.__name__ for cls in classes]
+        missing = object()
+        patched = []
+        try:
+            for cls in classes:
+                name = "vjp" if cls.vjp is not torch.autograd.Function.vjp else "backward"
+                patched.append((cls, name, cls.__dict__.get(name, missing)))
+                setattr(cls, name, staticmethod(self._wrap(cls, getattr(cls, name))))
+            yield
+        finally:
+            for cls, name, saved in reversed(patched):
+                if saved is missing:
+                    delattr(cls, name)
+                else:
+                    setattr(cls, name, saved)
+
+    def _wrap(self, cls: type, original: Any) -> Any:
+        def backward(node: Any, *grads: Any) -> Any:
+            result = original(node, *grads)
+            self._record(cls.__name__, node, result if isinstance(result, tuple) else (result,))
+            return result
+
+        return backward
+
+    def _record(self, function: str, node: Any, returned: tuple[Any, ...]) -> None:
+        for position, ((edge, index), grad) in enumerate(zip(node.next_functions, returned)):
+            if edge is None or not isinstance(grad, torch.Tensor):
+                continue
+            try:
+                meta = edge._input_metadata[index]
+            except (AttributeError, IndexError, RuntimeError):
+                continue  # this torch does not expose what autograd expects: nothing to compare
+            self.records.append(RawGradient(function, position, tuple(grad.shape), grad.dtype,
+                                            tuple(meta.shape), meta.dtype))
+
+    def wrong(self) -> list[RawGradient]:
+        return [r for r in self.records if r.wrong]
+
+
+def _custom_functions(outputs: Sequence[torch.Tensor]) -> list[type]:
+    """The user's ``autograd.Function`` classes in the outputs' graph (torch's own excluded)."""
+    classes: list[type] = []
+    for node in backward_nodes(outputs):
+        cls = getattr(type(node), "_forward_cls", None)
+        if cls is not None and not cls.__module__.startswith("torch") and cls not in classes:
+            classes.append(cls)
+    return classes
+
+
+# -- the shared runs ---------------------------------------------------------------------------
+
+
+@dataclass
+class Analytic:
+    """One forward and backward of a fresh layer on the generated inputs, with seeded
+    cotangents on all its floating outputs; the backward's error, if it raised."""
+
+    fn: LayerFunction
+    result: Backprop | None
+    error: LayerRaised | None
+    recorder: BackwardRecorder
+
+    @property
+    def grads(self) -> list[torch.Tensor | None]:
+        assert self.result is not None
+        return self.result.grads
+
+    def check_ran(self) -> Backprop:
+        """The backward's result; re-raises its error (the layer's fault: a failure)."""
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def _analytic(ctx: Context, subject: Subject) -> Analytic:
+    fn = LayerFunction(subject, subject.inputs())
+    recorder = BackwardRecorder()
+    try:
+        result = fn.gradient(lambda outputs: cotangents(ctx, outputs), watch=recorder)
+    except LayerRaised as exc:
+        if exc.phase != "backward":
+            raise
+        return Analytic(fn, None, exc, recorder)
+    return Analytic(fn, result, None, recorder)
+
+
+def float32_run(ctx: Context) -> Analytic:
+    """The float32 forward and backward shared by the four gradient checks."""
+    return ctx.shared("layercheck.gradients.float32", lambda: _analytic(ctx, ctx.fresh(torch.float32)))
+
+
+@dataclass
+class Reference:
+    """The float64 copy's analytic gradient and the finite differences that judge it."""
+
+    fd: FiniteDifferences
+    run: Backprop
+    verdict: Verdict
+    _diagnosis: tuple[list[Finding], list[str], list[str]] | None = field(default=None, repr=False)
+
+    def diagnosis(self) -> tuple[list[Finding], list[str], list[str]]:
+        """(wrong tensors, tensors that agree, outputs whose gradient path is wrong)."""
+        if self._diagnosis is None:
+            wrong, right = diagnose(self.fd, self.run.grads, self.verdict.tolerance)
+            self._diagnosis = (wrong, right, _wrong_outputs(self))
+        return self._diagnosis
+
+
+def _wrong_outputs(ref: Reference) -> list[str]:
+    """With several floating outputs: which of them back-propagate wrongly (one backward each)."""
+    outputs = ref.run.outputs
+    if len(outputs) < 2:
+        return []
+    wrong = []
+    for k in range(len(outputs)):
+        only = [w if i == k else None for i, w in enumerate(ref.run.cotangents)]
+        grads = ref.fd.fn.gradient(only).grads
+        ref.fd.fn.reset()
+        verdict = judge(ref.fd, grads, ref.verdict.tolerance, outputs=[k])
+        if not verdict.passed:
+            lost = "" if ref.run.differentiable[k] else " (it does not require grad: detached?)"
+            wrong.append(f"output {k}{lost}: {verdict.summary()}")
+    return wrong
+
+
+def float64_reference(ctx: Context) -> Reference:
+    def build() -> Reference:
+        subject = ctx.fresh(torch.float64)
+        fn = LayerFunction(subject, subject.inputs())
+        try:
+            run = fn.gradient(lambda outputs: cotangents(ctx, outputs))
+        except LayerRaised as exc:  # float32 ran (backward_runs): a float64-only failure is the dtype check's
+            raise CheckSkipped(f"the float64 copy of the layer cannot be differentiated: {exc} (the dtype check "
+                               "reports it); the finite-difference reference needs float64") from exc
+        if not run.outputs:
+            raise CheckSkipped("the layer returns no floating output: there is nothing to differentiate")
+        _skip_unless_finite(run, "float64")
+        fd = FiniteDifferences(fn, [w for w in run.cotangents if w is not None], seed=ctx.seed, outputs=run.outputs)
+        tolerance = ctx.tolerance(torch.float64, GRADIENT_TOLERANCE[torch.float64])
+        return Reference(fd, run, judge(fd, run.grads, tolerance))
+
+    return ctx.shared("layercheck.gradients.float64", build)
+
+
+def _skip_unless_finite(run: Backprop, dtype: str) -> None:
+    for i, y in enumerate(run.outputs):
+        if not _finite(y):
+            raise CheckSkipped(f"{dtype} output {i} is not finite on the generated inputs, so no finite "
+                               "difference can be taken (the finite check reports it)")
+    for g in run.grads:
+        if g is not None and not _finite(g):
+            raise CheckSkipped(f"a {dtype} gradient is not finite on the generated inputs (the finite check reports it)")
+
+
+# -- the checks --------------------------------------------------------------------------------
+
+
+@check(
+    "backward_runs",
+    title="back-propagation runs and reaches every input and learnable parameter",
+    matlab="backwardDoesNotError, backwardPropagationDoesNotError",
+    requires=("forward_runs",),
+)
+def backward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """Runs the training forward on inputs that require grad and back-propagates seeded
+    random output gradients through every floating output.
+
+    The backward must not raise, and every floating input and every learnable parameter
+    must receive a gradient. One that gets none is not trained (a parameter) or cuts the
+    network behind the layer off (an input). Usual causes: a parameter that forward never
+    uses, a tensor used through ``.data`` or ``.detach()``, a hand-written backward that
+    returns None for an input that needs a gradient, or one that returns a gradient of a
+    size autograd cannot sum back to its input's (the message names it).
+    """
+    run = float32_run(ctx)
+    if run.error is not None and run.recorder.wrong():
+        error = run.error
+        raise CheckFailed(f"backward raised {type(error.exc).__name__}: {str(error.exc).splitlines()[0]}; the cause: "
+                          f"{run.recorder.wrong()[0].describe()}", phase="backward", traceback=error.trace,
+                          returned=[_raw_dict(r) for r in run.recorder.wrong()])
+    result = run.check_ran()
+    names = run.fn.names
+    if not names:
+        raise CheckSkipped("the layer has no floating input and no learnable parameter: nothing takes a gradient")
+    if not result.outputs:
+        raise CheckSkipped("the layer returns no floating output: there is nothing to back-propagate")
+    if not any(result.differentiable):
+        raise CheckFailed(
+            f"none of the {len(result.outputs)} floating output(s) carries a gradient: each is detached or "
+            "computed from non-differentiable operations, so nothing reaches the inputs and parameters",
+            outputs=len(result.outputs))
+    missing = [name for name, g in zip(names, result.grads) if g is None]
+    if missing:
+        what = "; ".join(_why_none(name) for name in missing)
+        raise CheckFailed(f"{len(missing)} of {len(names)} tensor(s) receive no gradient: {what}",
+                          missing=missing, reached=[n for n in names if n not in missing])
+    return f"gradients reach {_count_names(names)}", {"tensors": names, "hand_written_backward": run.recorder.functions}
+
+
+@check(
+    "backward_size",
+    title="every gradient has the size and dtype of its input or parameter",
+    matlab="backwardIsConsistentInSize",
+    requires=("forward_runs", "backward_runs"),
+)
+def backward_size(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """Compares the size and dtype of every gradient with its input or parameter, including
+    what a hand-written ``backward`` returned before autograd summed it over broadcast
+    dimensions or cast it (autograd does both silently).
+
+    A backward that returns a gradient of another size relies on broadcasting to come out
+    right; with another batch size or layout it raises or sums the wrong dimensions. A
+    gradient in another dtype costs a cast and hides precision loss. Fix: reduce to the
+    input's shape (``grad.sum_to_size(x.shape)``) and return the input's dtype.
+    """
+    run = float32_run(ctx)
+    wrong = run.recorder.wrong()
+    if wrong:  # back-propagation ran (backward_runs passed): autograd summed or cast them silently
+        raise CheckFailed(
+            f"{wrong[0].describe()}" + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else "")
+            + "; autograd reshaped or cast it silently", returned=[_raw_dict(r) for r in wrong])
+    result = run.check_ran()
+    if not any(result.differentiable):
+        raise CheckSkipped("no floating output carries a gradient: nothing was back-propagated")
+    for name, value, g in zip(run.fn.names, run.fn.point, result.grads):
+        if g is not None and (g.shape != value.shape or g.dtype != value.dtype):
+            raise CheckFailed(
+                f"the gradient of {name} is {tuple(g.shape)} {_dtype_name(g.dtype)}, the tensor is "
+                f"{tuple(value.shape)} {_dtype_name(value.dtype)}", tensor=name)
+    message = f"the gradients of {_count_names(run.fn.names)} have their tensors' sizes and dtypes"
+    if run.recorder.functions:
+        message += (f"; hand-written backward of {', '.join(run.recorder.functions)} returned "
+                    f"{len(run.recorder.records)} gradient(s) of the right size and dtype before autograd's checks")
+    return message, {"hand_written_backward": run.recorder.functions, "raw_gradients": len(run.recorder.records)}
+
+
+@check(
+    "gradients",
+    title="analytic gradients of inputs and parameters agree with float64 finite differences",
+    matlab="gradientsAreNumericallyCorrect",
+    requires=("forward_runs", "backward_runs", "backward_size"),
+    variants=("float64", "float32"),
+    optional_variants=("float16", "bfloat16"),
+)
+def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """Compares the analytic gradients of every floating input and every learnable
+    parameter with central finite differences of a float64 copy of the layer, taken along
+    random directions over all of them at once (two forward passes per direction, whatever
+    the input size; see ``layercheck/numerics.py``). The float64 variant compares the
+    float64 backward directly; the others compare their backward with the float64 one
+    tensor by tensor. Every evaluation restarts from the same state and random stream, so
+    dropout, running statistics and recurrent state are a fixed function; kinks (ReLU,
+    abs, clamp, max-pooling) crossed by a step are recognised and not reported.
+
+    A wrong gradient trains the network wrongly without any error. On failure the message
+    names the tensor whose gradient is wrong, gives the analytic and numeric directional
+    derivatives and the relative error against the tolerance, and where it could be found
+    the value range, slab or elements where they disagree. Usual causes in a hand-written
+    backward: a wrong derivative on one branch, gradients returned in the wrong order, a
+    parameter gradient averaged instead of summed over the batch, a missing factor or sign.
+    """
+    dtype = _DTYPES[ctx.variant]
+    ref = float64_reference(ctx)
+    if not ref.fd.fn.names:
+        raise CheckSkipped("the layer has no floating input and no learnable parameter: nothing takes a gradient")
+    if dtype is torch.float64:
+        return _judge_float64(ctx, ref)
+    return _judge_lower(ctx, ref, dtype)
+
+
+@check(
+    "needs_input_grad",
+    title="gradients stay right when only some inputs or parameters require grad",
+    requires=("forward_runs", "backward_runs", "backward_size"),
+)
+def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """Freezes each parameter in turn and takes each input out of the gradient computation
+    in turn (for an ``autograd.Function`` also one operation input at a time, like MATLAB's
+    ``computeGradients``), and requires the
+    remaining gradients to equal those computed with every tensor requiring grad.
+
+    Fine-tuning freezes parameters and a first layer's input never requires grad; a
+    hand-written backward that reads ``ctx.needs_input_grad`` wrongly then crashes, returns
+    its gradients packed to the front (each in the wrong slot), or computes one from a
+    branch it skipped. Fix: return exactly one entry per forward input, None where
+    ``ctx.needs_input_grad[i]`` is False, each in its own position.
+    """
+    reference = float32_run(ctx)
+    full = reference.check_ran()
+    names = reference.fn.names
+    if len(names) < 2:
+        raise CheckSkipped(f"only {_count_names(names)} takes gradients: there is nothing to freeze")
+    tolerance = ctx.tolerance(torch.float32, FROZEN_TOLERANCE)
+    masks = _masks(ctx, reference.fn)
+    worst = 0.0
+    for description, requires in masks:
+        subject = ctx.fresh(torch.float32)
+        fn = LayerFunction(subject, subject.inputs())
+        try:
+            result = fn.gradient(full.cotangents, requires=requires)
+        except LayerRaised as exc:
+            raise CheckFailed(f"{description}, {exc.phase} raised {type(exc.exc).__name__}: {exc.exc}",
+                              mask=description, phase=exc.phase, traceback=exc.trace) from exc
+        for slot, name in enumerate(names):
+            expected = full.grads[slot]
+            if not requires[slot] or expected is None:
+                continue
+            got = result.grads[slot]
+            if got is None:
+                raise CheckFailed(f"{description}, {name} receives no gradient (it does when every tensor "
+                                  "requires grad): the backward put it in another slot or skipped it",
+                                  mask=description, tensor=name)
+            difference = _relative_difference(got, expected)
+            worst = max(worst, difference)
+            if difference > tolerance:
+                found = mismatch(expected, got, rtol=0.0, atol=tolerance * _largest(expected)) or {}
+                where = (f"; worst at index {tuple(found['index'])}: {found['actual']:.6g} vs {found['expected']:.6g}"
+                         if found else "")
+                raise CheckFailed(
+                    f"{description}, the gradient of {name} differs from its gradient when every tensor requires "
+                    f"grad: relative difference {difference:.3g} > tolerance {tolerance:g}{where}",
+                    mask=description, tensor=name, relative_difference=difference, tolerance=tolerance, **found)
+    return (f"{len(masks)} pattern(s) of frozen tensors leave the other gradients unchanged "
+            f"(largest relative difference {worst:.2g}, tolerance {tolerance:g})",
+            {"patterns": [d for d, _ in masks], "largest_relative_difference": worst})
+
+
+# -- judging -----------------------------------------------------------------------------------
+
+
+def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
+    verdict = ref.verdict
+    names = ref.fd.fn.names
+    details = {**verdict.to_dict(), "tensors": names, "evaluations": ref.fd.evaluations}
+    if verdict.passed:
+        return f"{_count_names(names)}: {_agreement(verdict)}", details
+    raise _disagreement(ref, "float64 analytic gradients", details)
+
+
+def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str, dict[str, Any]]:
+    """A lower precision's backward against the float64 one, tensor by tensor (norm of the
+    difference over the norm of the float64 gradient); the float64 one is vouched for by the
+    finite differences, so agreeing with it is agreeing with them."""
+    name = _dtype_name(dtype)
+    low, high = _lower_run(ctx, ref, dtype)
+    tolerance = ctx.tolerance(dtype, gradient_tolerance(dtype))
+    names = ref.fd.fn.names
+    differences = [_relative_difference(g, e) if g is not None and e is not None else 0.0 for g, e in zip(low, high)]
+    worst = max(range(len(names)), key=lambda i: differences[i])
+    details: dict[str, Any] = {"tolerance": tolerance, "relative_differences": dict(zip(names, differences)),
+                               "float64": ref.verdict.to_dict()}
+    agree = differences[worst] <= tolerance
+    if agree and ref.verdict.passed:
+        return (f"{name} gradients of {_count_names(names)} match the float64 gradients (largest relative "
+                f"difference {differences[worst]:.2g} in {names[worst]}, tolerance {tolerance:g}), which "
+                f"{_agreement(ref.verdict)}", details)
+    if agree:
+        raise _disagreement(ref, f"{name} gradients match the float64 ones, which", details, brief=True)
+    if forward_is_random(ctx):
+        raise CheckSkipped(
+            f"the training forward draws random numbers (dropout-like), and the {name} and float64 layers draw "
+            f"different ones, so the {name} gradient has no float64 counterpart; gradients[float64] checks the "
+            "backward with a fixed random stream")
+    if ref.verdict.passed:
+        g, e = low[worst], high[worst]
+        assert g is not None and e is not None
+        found = mismatch(e, g, rtol=0.0, atol=tolerance * _largest(e)) or {}
+        where = (f"; worst at index {tuple(found['index'])}: {name} {found['actual']:.6g} vs float64 "
+                 f"{found['expected']:.6g}" if found else "")
+        raise CheckFailed(
+            f"the {name} gradient of {names[worst]} differs from the float64 gradient (which agrees with "
+            f"finite differences): relative difference {differences[worst]:.3g} > tolerance {tolerance:g}{where}",
+            tensor=names[worst], **details, **found)
+    # Both differ from each other and the float64 one is wrong: judge this one on its own.
+    own = judge(ref.fd, low, tolerance)
+    if own.passed:
+        return (f"{name} gradients of {_count_names(names)} agree with float64 finite differences "
+                f"({own.summary()}); the float64 backward does not (see gradients[float64])", details)
+    raise _disagreement(ref, f"{name} gradients differ from the float64 ones ({own.summary()}), and both", details)
+
+
+def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[torch.Tensor | None],
+                                                                            list[torch.Tensor | None]]:
+    """The gradients in ``dtype`` and the float64 ones to compare them with. float32 uses the
+    shared run and the float64 reference (their inputs differ by float32 rounding, far below
+    the tolerance); float16 and bfloat16 round the inputs enough to move elements across
+    kinks, so their float64 counterpart is taken at the rounded point."""
+    if dtype is torch.float32:
+        run = float32_run(ctx).check_ran()
+        return run.grads, ref.run.grads
+    subject = ctx.fresh(dtype)
+    try:
+        low = LayerFunction(subject, subject.inputs()).gradient(lambda outputs: cotangents(ctx, outputs))
+    except LayerRaised as exc:
+        if "not implemented for" in str(exc.exc):
+            raise CheckSkipped(f"{_dtype_name(dtype)} is not supported on the CPU by an operation the layer uses "
+                               f"({exc}); run this variant where such kernels exist (e.g. a GPU)") from exc
+        raise
+    upcast = copy.deepcopy(subject.module).to(torch.float64) if subject.module is not None else None
+    high_subject = Subject(ctx.target, upcast, dtype=torch.float64)
+    high = LayerFunction(high_subject, [x.to(torch.float64) for x in subject.inputs()])
+    reference = high.gradient([None if w is None else w.to(torch.float64) for w in low.cotangents])
+    return low.grads, reference.grads
+
+
+def _disagreement(ref: Reference, what: str, details: dict[str, Any], *,
+                  brief: bool = False) -> CheckFailed:
+    wrong, right, outputs = ref.diagnosis()
+    lines = [f"{what} disagree with float64 finite differences ({ref.verdict.summary()})"]
+    if wrong:
+        lines.append("wrong: " + " | ".join(f.describe(brief=brief) for f in wrong))
+    else:
+        lines.append("no single tensor stands out: small errors spread over several")
+    if outputs:
+        lines.append("through " + " | ".join(outputs))
+    if right:
+        lines.append(f"agree: {', '.join(right)}")
+    details = {**details, "evaluations": ref.fd.evaluations}
+    return CheckFailed(". ".join(lines), **details, wrong=[f.to_dict() for f in wrong], agree=right,
+                       wrong_outputs=outputs)
+
+
+def _agreement(verdict: Verdict) -> str:
+    worst = verdict.worst
+    text = (f"directional derivatives along {len(verdict.comparisons)} random directions agree with float64 "
+            f"finite differences (largest relative error {worst.relative_error:.1e}, tolerance {verdict.tolerance:g})")
+    if verdict.retried:
+        text += "; a first pair of directions crossed a kink, two fresh ones agree"
+    if verdict.precision_limited:
+        text += (f"; the float64 copy computes in lower precision, so the step was raised to {verdict.step:.0e} "
+                 f"and rounding noise ({verdict.noise:.1e} of the derivative) is allowed on top of the tolerance")
+    return text
+
+
+def _masks(ctx: Context, fn: LayerFunction) -> list[tuple[str, list[bool]]]:
+    """Which tensors require grad in each pattern, with a description."""
+    count = len(fn.names)
+    inputs = len(fn.input_slots)
+    masks: list[tuple[str, list[bool]]] = []
+    for slot, name in enumerate(fn.names):
+        verb = "not requiring grad" if slot < inputs else "frozen"
+        masks.append((f"with {name} {verb}", [s != slot for s in range(count)]))
+    if ctx.target.kind == "function":
+        for slot, name in enumerate(fn.names):
+            masks.append((f"with only {name} requiring grad", [s == slot for s in range(count)]))
+    unique: dict[tuple[bool, ...], str] = {}
+    for description, mask in masks:
+        if any(mask):
+            unique.setdefault(tuple(mask), description)
+    return [(description, list(mask)) for mask, description in unique.items()]
+
+
+# -- small helpers -----------------------------------------------------------------------------
+
+
+def _why_none(name: str) -> str:
+    if name.startswith("parameter"):
+        return (f"{name} (None: forward does not use it, or only through .data/.detach(), or a hand-written "
+                "backward returns None for it)")
+    return (f"{name} (None: the outputs do not depend on it through autograd: .detach()/.data, "
+            "comparisons only, or a hand-written backward returns None for it)")
+
+
+def _count_names(names: Sequence[str]) -> str:
+    inputs = [n for n in names if n.startswith("input")]
+    params = [n for n in names if n.startswith("parameter")]
+    parts = []
+    if inputs:
+        parts.append(", ".join(inputs))
+    if params:
+        parts.append(f"{len(params)} parameter(s)" if len(params) > 3 else ", ".join(params))
+    return " and ".join(parts) or "no tensor"
+
+
+def _relative_difference(got: torch.Tensor, expected: torch.Tensor) -> float:
+    g = got.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    if g.shape != e.shape:
+        return math.inf
+    norm = float(e.norm())
+    diff = float((g - e).norm())
+    if norm == 0:
+        return 0.0 if diff == 0 else math.inf
+    return diff / norm
+
+
+def _finite(t: torch.Tensor) -> bool:
+    """All elements finite (one reduction: NaN and inf both make the largest magnitude non-finite)."""
+    return t.numel() == 0 or math.isfinite(float(t.detach().abs().max()))
+
+
+def _largest(t: torch.Tensor) -> float:
+    return float(t.detach().abs().max()) if t.numel() else 0.0
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _raw_dict(r: RawGradient) -> dict[str, Any]:
+    return {"function": r.function, "position": r.position, "size": list(r.shape), "dtype": _dtype_name(r.dtype),
+            "expected_size": list(r.expected_shape), "expected_dtype": _dtype_name(r.expected_dtype)}

@@ -1,0 +1,170 @@
+"""The gradient checks as a user meets them: backward_runs, backward_size, gradients and
+needs_input_grad on the bundled layers, on broken layers, through the command line and in
+the JSON report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import ROOT, load_zoo, run_zoo, write_spec
+from layercheck.cli import app
+from layercheck.layout import Layout
+from layercheck.loading import resolve
+from layercheck.registry import select
+from layercheck.result import RunReport
+from layercheck.runner import Options, run_target
+from layercheck.subject import Target
+
+GRADIENT_CHECKS = ("backward_runs", "backward_size", "gradients", "needs_input_grad")
+runner = CliRunner()
+
+
+def run(layer: type, *layouts: str, seed: int = 0, only: tuple[str, ...] = GRADIENT_CHECKS,
+        tolerance: dict[str, float] | None = None) -> RunReport:
+    target = Target(layer, [Layout.parse(text) for text in layouts], seed=seed)
+    return run_target(target, select(only=only), options=Options(seed=seed), tolerance=tolerance)
+
+
+def results(report: RunReport) -> dict[str, tuple[str, str, dict]]:
+    """'check[variant]' -> (status, message, details)."""
+    return {f"{r.check}[{r.variant}]" if r.variant else r.check: (r.status.value, r.message, r.details)
+            for r in report.results}
+
+
+def bundled(name: str) -> type:
+    return resolve(f"layers/{name}.py", base_dir=ROOT)
+
+
+@pytest.mark.parametrize(("name", "layouts"), [
+    ("prelu", ["4,5,3,2:SSCB"]),
+    ("srelu", ["4,5,3,2:SSCB"]),
+    ("srelu", ["2,3,4,4:BCSS"]),
+    ("srelu_function", ["4,5,3,2:SSCB", "1,1,3,1:UUCU", "1,1,3,1:UUCU", "1,1,3,1:UUCU", "1,1,3,1:UUCU"]),
+])
+def test_bundled_layers_pass_every_gradient_check(name: str, layouts: list[str]) -> None:
+    found = results(run(bundled(name), *layouts))
+    for key in ("backward_runs", "backward_size", "gradients[float64]", "gradients[float32]", "needs_input_grad"):
+        assert found[key][0] == "passed", (key, found[key][1])
+    assert "agree with float64 finite differences" in found["gradients[float64]"][1]
+    assert "returned" in found["backward_size"][1] and "before autograd" in found["backward_size"][1]
+
+
+def test_full_size_srelu_passes_and_a_bug_on_under_one_percent_is_caught() -> None:
+    """The bundled SReLU at MATLAB's 24,24,20,128 (1.5 million elements), then the same layer
+    with a backward wrong only where x > 2.5 (0.6% of the elements)."""
+    full = "24,24,20,128:SSCB"
+    found = results(run(bundled("srelu"), full))
+    assert all(status == "passed" for status, _, _ in found.values()), found
+    found = results(run(load_zoo("gradients_region_bug").LAYER, full, only=("gradients",)))
+    status, message, details = found["gradients[float64]"]
+    assert status == "failed"
+    assert message.count("wrong: input 0") == 1 and "values in [" in message
+    assert details["evaluations"] < 80  # the diagnosis stays O(1) in the input size
+
+
+def test_failure_report_names_tensor_numbers_tolerance_and_reproduce_command(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    result = runner.invoke(app, ["run", str(ROOT / "tests/zoo/gradients_wrong_sign.py") + ":AffineLayer", "--layout", "5,4:BC",
+                                 "--check", "gradients", "--seed", "3", "--format", "json", "--output", str(out)])
+    assert result.exit_code == 1, result.output
+    report = json.loads(out.read_text())
+    entry = next(r for r in report["runs"][0]["results"] if r["check"] == "gradients" and r["variant"] == "float64")
+    assert entry["status"] == "failed"
+    message, details = entry["message"], entry["details"]
+    assert "wrong: parameter 'shift'" in message and "agree: input 0, parameter 'scale'" in message
+    assert "tolerance 1e-06" in message
+    (wrong,) = details["wrong"]
+    assert wrong["tensor"] == "parameter 'shift'"
+    for element in wrong["elements"]:  # the sign is flipped: analytic = -numeric, element by element
+        assert element["analytic"] == pytest.approx(-element["numeric"], rel=1e-4)
+    assert details["reproduce"].endswith("--check gradients --seed 3")
+
+
+def test_swapped_parameter_gradients_name_both_tensors() -> None:
+    found = results(run_zoo("gradients_swapped_outputs", only=("gradients",)))
+    status, message, details = found["gradients[float64]"]
+    assert status == "failed"
+    assert [w["tensor"] for w in details["wrong"]] == ["input 2", "input 3"]
+    assert details["agree"] == ["input 0", "input 1", "input 4"]
+
+
+def test_a_dropped_output_gradient_names_the_output() -> None:
+    _, message, details = results(run_zoo("gradients_dropped_output", only=("gradients",)))["gradients[float64]"]
+    assert details["wrong_outputs"] and details["wrong_outputs"][0].startswith("output 1:")
+    assert "through output 1" in message
+
+
+def test_tolerance_override_from_the_command_line_and_the_spec(tmp_path: Path) -> None:
+    layer = str(ROOT / "tests/zoo/gradients_scaled.py") + ":HalfTanh"
+    strict = runner.invoke(app, ["run", layer, "--layout", "4,6,5:BCU", "--check", "gradients", "-q"])
+    assert strict.exit_code == 1
+    # The bug doubles the gradient: a relative error near 1, which a tolerance of 10 allows.
+    loose = runner.invoke(app, ["run", layer, "--layout", "4,6,5:BCU", "--check", "gradients", "-q",
+                                "--tolerance", "float64=10", "--tolerance", "float32=10"])
+    assert loose.exit_code == 0, loose.output
+    spec = write_spec(tmp_path, "scaled.yaml", layer, "4,6,5:BCU", tolerance={"float64": 10.0, "float32": 10.0})
+    assert runner.invoke(app, ["run", str(spec), "--check", "gradients", "-q"]).exit_code == 0
+
+
+def test_same_seed_same_result_other_seed_other_directions() -> None:
+    def numbers(seed: int) -> list[float]:
+        details = results(run(bundled("srelu"), "4,5,3,2:SSCB", seed=seed, only=("gradients",)))["gradients[float64]"][2]
+        return [d["numeric"] for d in details["directions"]]
+
+    assert numbers(5) == numbers(5)
+    assert numbers(5) != numbers(6)
+
+
+def test_backward_size_sees_what_a_hand_written_backward_returned_and_puts_it_back() -> None:
+    module = load_zoo("backward_size_unreduced")
+    found = results(run(module.LAYER, *module.LAYOUTS))
+    status, message, details = found["backward_size"]
+    assert status == "failed"
+    assert "(4, 3, 5)" in message and "(1, 3, 1)" in message and "input 1" in message
+    assert details["returned"][0]["function"] == "ChannelScale"
+    assert found["gradients[float64]"][0] == "skipped" and "backward_size" in found["gradients[float64]"][1]
+    assert "backward" not in vars(module.ChannelScale) or not hasattr(module.ChannelScale.backward, "__wrapped__")
+    assert module.ChannelScale.backward.__qualname__ == "ChannelScale.backward"  # the recorder restored it
+
+
+def test_a_gradient_size_autograd_rejects_fails_backward_runs_naming_the_size() -> None:
+    found = results(run_zoo("backward_runs_size_rejected", only=GRADIENT_CHECKS))
+    status, message, details = found["backward_runs"]
+    assert status == "failed" and "invalid gradient" in message
+    assert "the cause: ChannelBias.backward returned a gradient of size (3, 5)" in message
+    assert details["returned"][0]["expected_size"] == [1, 3, 1]
+    assert found["backward_size"][0] == "skipped"
+
+
+def test_backward_runs_names_the_tensor_without_gradient() -> None:
+    status, message, details = results(run_zoo("backward_detached_parameter", only=("backward_runs",)))["backward_runs"]
+    assert status == "failed"
+    assert details["missing"] == ["parameter 'gain'"] and ".data" in message
+
+
+def test_needs_input_grad_varies_each_operation_input_and_names_the_pattern() -> None:
+    _, _, details = results(run_zoo("good_grad_function", only=("needs_input_grad",)))["needs_input_grad"]
+    assert "with input 1 not requiring grad" in details["patterns"]
+    assert "with only input 2 requiring grad" in details["patterns"]
+    status, message, details = results(run_zoo("needs_input_grad_packed", only=("needs_input_grad",)))["needs_input_grad"]
+    assert status == "failed" and message.startswith("with ")
+    assert details["relative_difference"] > details["tolerance"]
+
+
+def test_float32_variant_of_a_random_layer_is_skipped_with_the_reason() -> None:
+    found = results(run_zoo("good_dropout_custom", only=("gradients",)))
+    assert found["gradients[float64]"][0] == "passed"
+    status, message, _ = found["gradients[float32]"]
+    assert status == "skipped" and "random" in message
+
+
+def test_catalogue_lists_the_gradient_checks() -> None:
+    result = runner.invoke(app, ["checks"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for check_id in GRADIENT_CHECKS:
+        assert check_id in result.stdout
+    assert "gradientsAreNumericallyCorrect" in result.stdout

@@ -1,0 +1,158 @@
+"""The finite-difference engine (layercheck/numerics.py): accuracy on correct layers, power on
+wrong gradients, kinks, lower-precision layers, fixed state and random stream, determinism,
+cost independent of the input size, and narrowing a disagreement down."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from conftest import load_zoo
+from layercheck.layout import Layout
+from layercheck.numerics import (
+    BASE_STEP,
+    EPS64,
+    FiniteDifferences,
+    LayerFunction,
+    Region,
+    diagnose,
+    judge,
+)
+from layercheck.subject import Target
+
+
+def reference(layer: type | nn.Module, *layouts: str, seed: int = 0,
+              inputs: list[torch.Tensor] | None = None) -> tuple[FiniteDifferences, list[torch.Tensor | None]]:
+    """A float64 layer as a function, seeded cotangents, its analytic gradient and its differences."""
+    target = Target(layer, [Layout.parse(text) for text in layouts], seed=seed)
+    subject = target.build(torch.float64)
+    fn = LayerFunction(subject, inputs if inputs is not None else subject.inputs())
+    gen = torch.Generator().manual_seed(seed)
+    run = fn.gradient(lambda outputs: [torch.randn(y.shape, generator=gen, dtype=torch.float64) for y in outputs])
+    return FiniteDifferences(fn, run.cotangents, seed=seed), run.grads
+
+
+class Tanh(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.linspace(-1.0, 1.0, 15).view(3, 5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x @ self.weight.T)
+
+
+class ReLU(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+def test_correct_gradient_agrees_to_rounding() -> None:
+    fd, grads = reference(Tanh, "4,5:BC")
+    verdict = judge(fd, grads, 1e-6)
+    assert verdict.passed and not verdict.retried
+    assert verdict.step == BASE_STEP
+    assert verdict.worst.relative_error < 1e-7
+
+
+def test_wrong_gradient_is_seen_with_its_size() -> None:
+    fd, grads = reference(Tanh, "4,5:BC")
+    scaled = [g * 1.01 for g in grads]  # a 1% error: the relative error must be of that order
+    verdict = judge(fd, scaled, 1e-6)
+    assert not verdict.passed
+    assert 1e-3 < verdict.worst.relative_error < 0.1
+
+
+def test_one_parameter_wrong_is_named_and_located_element_by_element() -> None:
+    fd, grads = reference(Tanh, "4,5:BC")
+    broken = list(grads)
+    broken[1] = grads[1].clone()
+    broken[1][2, 4] += 0.5
+    wrong, right = diagnose(fd, broken, 1e-6)
+    assert [f.name for f in wrong] == ["parameter 'weight'"]
+    assert right == ["input 0"]
+    assert wrong[0].elements[0]["index"] == [2, 4]
+    assert abs(wrong[0].elements[0]["analytic"] - wrong[0].elements[0]["numeric"] - 0.5) < 1e-4
+
+
+def test_a_step_across_a_kink_is_not_a_wrong_gradient() -> None:
+    x = torch.randn(50, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    x[7] = 1e-13  # every difference step crosses ReLU's kink here
+    fd, grads = reference(ReLU, "50:U", inputs=[x])
+    verdict = judge(fd, grads, 1e-6)
+    assert verdict.passed
+    assert any(c.kink_crossed for c in verdict.comparisons)
+    wrong = [g.clone() for g in grads]
+    wrong[0][20] += 1.0  # a real error elsewhere is still seen despite the kink
+    assert not judge(fd, wrong, 1e-6).passed
+
+
+def test_layer_computing_in_float32_gets_a_larger_step_and_passes() -> None:
+    layer = load_zoo("good_grad_float32_inside").LAYER
+    fd, grads = reference(layer, "4,16:BC")
+    verdict = judge(fd, grads, 1e-6)
+    assert verdict.passed
+    assert verdict.precision_limited and verdict.step > BASE_STEP
+    scaled = [g * 1.01 for g in grads]
+    assert not judge(fd, scaled, 1e-6).passed  # still able to see a 1% error
+
+
+def test_float64_noise_is_at_rounding_level() -> None:
+    fd, _ = reference(Tanh, "4,5:BC")
+    magnitude = float(fd.base().square().sum().sqrt())
+    assert EPS64 * magnitude / 10 <= fd.noise() < 1e3 * EPS64 * max(magnitude, 1.0)
+
+
+def test_state_and_random_stream_are_the_same_for_every_evaluation() -> None:
+    recurrent = load_zoo("good_grad_recurrent").LAYER
+    fd, _ = reference(recurrent, "3,5:BC")
+    first = fd._evaluate(fd.fn.point)  # each evaluation updates the hidden state ...
+    assert torch.equal(first, fd._evaluate(fd.fn.point))  # ... and is restored before the next
+    after = fd.fn.subject.snapshot()
+    assert all(torch.equal(fd.fn.state[k], after[k]) for k in after)
+    dropout = load_zoo("good_dropout_custom").LAYER
+    fd, grads = reference(dropout, "4,3,5:BCU")
+    assert torch.equal(fd._evaluate(fd.fn.point), fd._evaluate(fd.fn.point))
+    assert judge(fd, grads, 1e-6).passed
+
+
+def test_same_seed_same_numbers_other_seed_other_directions() -> None:
+    a = judge(*reference(Tanh, "4,5:BC", seed=3), 1e-6)
+    b = judge(*reference(Tanh, "4,5:BC", seed=3), 1e-6)
+    c = judge(*reference(Tanh, "4,5:BC", seed=4), 1e-6)
+    assert [x.numeric for x in a.comparisons] == [x.numeric for x in b.comparisons]
+    assert [x.numeric for x in a.comparisons] != [x.numeric for x in c.comparisons]
+
+
+def test_evaluations_do_not_grow_with_the_input_size() -> None:
+    counts = []
+    for layout in ("4,5:BC", "4000,5:BC"):
+        fd, grads = reference(Tanh, layout)
+        assert judge(fd, grads, 1e-6).passed
+        counts.append(fd.evaluations)
+    # the base point, two directions, and two more when curvature hides the noise level
+    assert max(counts) <= 7
+
+
+def test_a_wrong_value_range_is_located() -> None:
+    layer = load_zoo("gradients_region_bug").LAYER
+    fd, grads = reference(layer, "8,8,4,16:SSCB")
+    wrong, right = diagnose(fd, grads, 1e-6)
+    assert [f.name for f in wrong] == ["input 0"]
+    assert len(right) == 4
+    region = wrong[0].regions[0]
+    assert region.startswith("values in [")
+    low = float(region.removeprefix("values in [").split(",")[0])
+    assert 1.5 < low <= 2.5  # the bug starts at 2.5; bins are quantiles, so the edge lies below
+    assert wrong[0].elements
+    for element in wrong[0].elements:  # the bug passes the gradient through instead of halving it
+        assert abs(element["analytic"] - 2 * element["numeric"]) < 1e-4 * max(1.0, abs(element["analytic"]))
+
+
+def test_regions() -> None:
+    value = torch.arange(12.0).view(3, 4)
+    assert Region(0, low=2.0, high=5.0).mask(value).sum() == 4
+    slab = Region(0, dim=1, start=1, stop=3)
+    assert slab.mask(value)[:, 1:3].all() and slab.mask(value).sum() == 6
+    assert Region(0, element=7).mask(value)[1, 3]
+    assert Region(0, element=7).describe(value.shape) == "element (1, 3)"
+    assert slab.describe(value.shape) == "indices 1..2 of dimension 1"
