@@ -128,7 +128,7 @@ def checks_command(
                       + (f"; opt-in: {', '.join(info.optional_variants)}" if info.optional_variants else ""), markup=False)
         if info.requires:
             out.print(f"needs: {', '.join(info.requires)}", markup=False)
-        out.print(f"\n{info.doc}", markup=False)
+        out.print(f"\n{info.doc}", markup=False, soft_wrap=True)
         return
     table = Table(title="layercheck checks", title_justify="left")
     table.add_column("id", no_wrap=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -91,7 +92,7 @@ def check(
             optional_variants=tuple(optional_variants),
             needs_subject=needs_subject,
             timeout=timeout,
-            doc=(func.__doc__ or "").strip(),
+            doc=inspect.cleandoc(func.__doc__ or ""),
         )
         return func
 
