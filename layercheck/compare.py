@@ -9,6 +9,11 @@ import torch
 
 from layercheck.errors import CheckFailed
 
+from layercheck.spec import DTYPE_NAMES
+
+# The floating types a check variant may name ("float32") and their torch dtypes.
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_NAMES}
+
 # (rtol, atol) for values that should agree up to rounding: the same computation done
 # twice, or done along another path (predict vs forward, strided vs contiguous input).
 # These are torch.testing.assert_close's defaults, which PyTorch's own tests rely on.

@@ -5,16 +5,11 @@ from __future__ import annotations
 import torch
 
 from layercheck.checks._reference import Run, forward_run, predict_run, reference_forward, reference_predict
+from layercheck.compare import DTYPES
 from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
 from layercheck.registry import check
 from layercheck.runner import Context
 
-DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
 
 
 @check(

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from layercheck.checks._reference import cotangents, forward_is_random
-from layercheck.compare import mismatch
+from layercheck.compare import DTYPES, mismatch
 from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
 from layercheck.numerics import (
     GRADIENT_TOLERANCE,
@@ -30,7 +30,6 @@ from layercheck.registry import check
 from layercheck.runner import Context
 from layercheck.subject import Subject, backward_nodes
 
-_DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 # needs_input_grad compares a float32 backward with the same backward when more tensors
 # require grad: the same operations, so only a different summation order can separate them
@@ -338,7 +337,7 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     backward: a wrong derivative on one branch, gradients returned in the wrong order, a
     parameter gradient averaged instead of summed over the batch, a missing factor or sign.
     """
-    dtype = _DTYPES[ctx.variant]
+    dtype = DTYPES[ctx.variant]
     ref = float64_reference(ctx)
     if not ref.fd.fn.names:
         raise CheckSkipped("the layer has no floating input and no learnable parameter: nothing takes a gradient")
