@@ -167,6 +167,13 @@ def float32_run(ctx: Context) -> Analytic:
     return ctx.shared("layercheck.gradients.float32", lambda: _analytic(ctx, ctx.fresh(torch.float32)))
 
 
+def float64_run(ctx: Context) -> Analytic:
+    """The float64 copy's forward and backward: the analytic side of the float64 reference,
+    and what ``backward_size`` reads a hand-written backward's float64 dtypes from.
+    Raises LayerRaised when the float64 forward raises."""
+    return ctx.shared("layercheck.gradients.float64.analytic", lambda: _analytic(ctx, ctx.fresh(torch.float64)))
+
+
 @dataclass
 class Reference:
     """The float64 copy's analytic gradient and the finite differences that judge it."""
@@ -203,10 +210,9 @@ def _wrong_outputs(ref: Reference) -> list[str]:
 
 def float64_reference(ctx: Context) -> Reference:
     def build() -> Reference:
-        subject = ctx.fresh(torch.float64)
-        fn = LayerFunction(subject, subject.inputs())
         try:
-            run = fn.gradient(lambda outputs: cotangents(ctx, outputs))
+            analytic = float64_run(ctx)
+            fn, run = analytic.fn, analytic.check_ran()
         except LayerRaised as exc:  # float32 ran (backward_runs): a float64-only failure is the dtype check's
             raise CheckSkipped(f"the float64 copy of the layer cannot be differentiated: {exc} (the dtype check "
                                "reports it); the finite-difference reference needs float64") from exc
@@ -293,6 +299,11 @@ def backward_size(ctx: Context) -> tuple[str, dict[str, Any]]:
     """
     run = float32_run(ctx)
     wrong = run.recorder.wrong()
+    if not wrong:  # a backward that computes in float32 whatever it is given shows only in float64
+        try:
+            wrong = float64_run(ctx).recorder.wrong()
+        except LayerRaised:
+            pass  # the float64 forward raises: the dtype check reports that
     if wrong:  # back-propagation ran (backward_runs passed): autograd summed or cast them silently
         raise CheckFailed(
             f"{wrong[0].describe()}" + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else "")
