@@ -141,11 +141,14 @@ def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Op
     start = time.perf_counter()
     inputs = [layout.to_dict() for layout in target.layouts]
     try:
-        target.pristine()
+        with _time_limit(options.timeout):
+            target.pristine()
         setup_failure: str | None = None
-    except LoadError as exc:
+    except (LoadError, CheckTimeout) as exc:
+        error = str(exc) if isinstance(exc, LoadError) else (
+            f"constructing and initialising the layer ran past the time limit of {options.timeout:g} s (does it hang?)")
         return RunReport(target=target.name, kind=target.kind, inputs=inputs, seed=target.seed,
-                         seconds=time.perf_counter() - start, results=[], error=str(exc))
+                         seconds=time.perf_counter() - start, results=[], error=error)
     except LayerRaised as exc:
         setup_failure = f"needs initialize, which raised {type(exc.exc).__name__}: {exc.exc}"
     shared: dict[Any, Any] = {}

@@ -143,6 +143,17 @@ def test_a_hanging_check_times_out_and_the_next_still_runs() -> None:
     assert report.results[1].status is Status.PASSED
 
 
+def test_a_hanging_constructor_is_a_run_error() -> None:
+    class Hangs(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            while True:
+                time.sleep(0.01)
+
+    report = run_target(target(Hangs), plan(lambda ctx: None), options=Options(timeout=0.3))
+    assert report.status is Status.ERROR and "ran past the time limit of 0.3 s" in report.error
+
+
 def test_constructor_error_is_a_run_error() -> None:
     class Broken(nn.Module):
         def __init__(self) -> None:
