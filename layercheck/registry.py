@@ -158,11 +158,16 @@ def parse_selector(text: str) -> tuple[str, str | None]:
 def select(only: Iterable[str] = (), skip: Iterable[str] = (), enable: Iterable[str] = ()) -> list[Planned]:
     """The checks to run, in catalogue order.
 
-    ``only`` restricts to those checks plus everything they require (which run too);
+    ``only`` restricts to those checks (or single variants, ``dtype:float16``) plus
+    everything they require (which run too);
     ``skip`` drops checks or single variants (``dtype:float64``); ``enable`` adds opt-in checks
     or opt-in variants (``dtype:float16``). Unknown ids raise UsageError.
     """
-    only_ids = {parse_selector(s)[0] for s in only}
+    only_parsed = [parse_selector(s) for s in only]
+    only_ids = {cid for cid, _ in only_parsed}
+    # --check dtype:float16 runs just that variant; --check dtype runs the check's usual ones
+    only_variants = {cid: {v for c, v in only_parsed if c == cid} for cid in only_ids
+                     if all(v is not None for c, v in only_parsed if c == cid)}
     skipped = [parse_selector(s) for s in skip]
     enabled = [parse_selector(s) for s in enable]
     wanted: set[str] = set()
@@ -182,6 +187,8 @@ def select(only: Iterable[str] = (), skip: Iterable[str] = (), enable: Iterable[
             continue
         variants = list(info.variants)
         variants += [v for cid, v in enabled if cid == info.id and v and v not in variants]
+        if info.id in only_variants:
+            variants = [v for v in info.variants + info.optional_variants if v in only_variants[info.id]]
         variants = [v for v in variants if (info.id, v) not in skipped]
         if variants:
             plan.append(Planned(info, tuple(variants)))

@@ -88,8 +88,8 @@ class Context:
     @property
     def reproduce(self) -> str:
         """The command that reruns only this check, with this seed."""
-        extra = f" --enable {self.info.id}:{self.variant}" if self.variant in self.info.optional_variants else ""
-        return f"{self.target.reproduce} --check {self.info.id}{extra} --seed {self.seed}"
+        selector = f"{self.info.id}:{self.variant}" if self.variant else self.info.id
+        return f"{self.target.reproduce} --check {selector} --seed {self.seed}"
 
 
 def environment() -> dict[str, Any]:

@@ -169,3 +169,18 @@ def test_python_dash_m_works_like_the_command(root: Path) -> None:
                           capture_output=True, text=True, cwd=root, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "1 passed, 0 failed, 0 skipped, 0 errors" in proc.stdout
+
+
+def test_the_reproduce_command_reruns_just_the_failing_variant() -> None:
+    first = invoke("run", "tests/zoo/dtype_constant_float32.py:Layer", "--layout", "4,3,5:BCU",
+                   "--enable", "dtype:float16", "--seed", "4", "-f", "json")
+    failed = [r for r in json.loads(first.stdout)["runs"][0]["results"] if r["status"] == "failed"]
+    assert [(r["check"], r["variant"]) for r in failed] == [("dtype", "float16")]
+    command = failed[0]["details"]["reproduce"]
+    assert command.startswith("layercheck run ")
+    again = invoke(*command.split()[1:], "-f", "json")
+    assert again.exit_code == 1
+    results = json.loads(again.stdout)["runs"][0]["results"]
+    assert [(r["check"], r["variant"], r["status"]) for r in results if r["check"] == "dtype"] == [
+        ("dtype", "float16", "failed")]
+    assert json.loads(again.stdout)["runs"][0]["seed"] == 4

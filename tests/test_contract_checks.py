@@ -336,7 +336,7 @@ def test_cli_float16_opt_in_and_device_cpu(monkeypatch: pytest.MonkeyPatch) -> N
     (report,) = json.loads(out.stdout)["runs"]
     rows = {(r["check"], r["variant"]): r for r in report["results"]}
     assert rows["dtype", "float16"]["status"] == "failed"
-    assert "--enable dtype:float16" in rows["dtype", "float16"]["details"]["reproduce"]
+    assert "--check dtype:float16" in rows["dtype", "float16"]["details"]["reproduce"]
     assert rows["dtype", "float32"]["status"] == rows["dtype", "float64"]["status"] == "passed"
     device = rows["device", accelerators()[0] if accelerators() else ""]
     assert device["status"] == ("skipped" if accelerators() else "passed")

@@ -81,7 +81,7 @@ def test_failure_report_names_tensor_numbers_tolerance_and_reproduce_command(tmp
     assert wrong["tensor"] == "parameter 'shift'"
     for element in wrong["elements"]:  # the sign is flipped: analytic = -numeric, element by element
         assert element["analytic"] == pytest.approx(-element["numeric"], rel=1e-4)
-    assert details["reproduce"].endswith("--check gradients --seed 3")
+    assert details["reproduce"].endswith("--check gradients:float64 --seed 3")
 
 
 def test_swapped_parameter_gradients_name_both_tensors() -> None:

@@ -188,6 +188,16 @@ def test_select_adds_requirements_of_only_checks_and_honours_skip() -> None:
     assert "initialize" not in [p.info.id for p in select(skip=["initialize"])]
 
 
+def test_select_variants() -> None:
+    def variants(plan: list, cid: str) -> tuple[str, ...]:
+        return next(p.variants for p in plan if p.info.id == cid)
+
+    assert variants(select(only=["dtype:float16"]), "dtype") == ("float16",)
+    assert variants(select(only=["dtype"]), "dtype") == ("float32", "float64")
+    assert variants(select(enable=["dtype:bfloat16"]), "dtype") == ("float32", "float64", "bfloat16")
+    assert variants(select(skip=["dtype:float64"]), "dtype") == ("float32",)
+
+
 def test_select_rejects_unknown_ids_with_a_suggestion() -> None:
     with pytest.raises(UsageError, match="unknown check id 'predict_run'; did you mean 'predict_runs'"):
         select(only=["predict_run"])
