@@ -129,8 +129,9 @@ def run_spec(spec: TargetSpec, options: Options, progress: Progress | None = Non
         target = make_target(spec, options)
     except LoadError as exc:
         seed = options.seed if options.seed is not None else (spec.seed or 0)
+        where = "layer: " if spec.source is not None else ""  # the spec file is the run's name already
         return RunReport(target=spec.name, kind=None, inputs=[layout.to_dict() for layout in spec.layouts],
-                         seed=seed, seconds=time.perf_counter() - start, results=[], error=str(exc))
+                         seed=seed, seconds=time.perf_counter() - start, results=[], error=f"{where}{exc}")
     tolerance = {**spec.tolerance, **options.tolerance}
     return run_target(target, plan, options=options, tolerance=tolerance, progress=progress)
 
