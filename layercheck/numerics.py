@@ -24,10 +24,6 @@ Note [step]
     with u, not with the rounded ((x + h·u) − (x − h·u)) / 2h; they differ by eps·|x| / h
     per element at random, ~5e-9 of the spread: two hundred times below the tolerance.
 
-Note [kinks]); the perturbation actually
-    applied, ((x + h·u) − (x − h·u)) / 2h, is what the analytic side is dotted with, so the
-    rounding of x ± h·u is no error source.
-
 Note [kinks]
     ReLU, abs, clamp, max-pooling and SReLU are not differentiable where an element sits on a
     kink; a difference step that crosses one compares the analytic slope of one side with a
