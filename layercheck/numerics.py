@@ -65,7 +65,7 @@ from typing import Any
 import torch
 
 from layercheck.errors import CheckSkipped, LayerRaised
-from layercheck.subject import Outputs, Subject, seeded, user_trace
+from layercheck.subject import Outputs, Subject, backward_nodes, seeded, user_trace
 
 # Tolerances on relative errors, per dtype of the analytic gradient (overridable per dtype
 # in the spec's ``tolerance:`` and with ``--tolerance``).
@@ -200,6 +200,98 @@ class Backprop:
     outputs: list[torch.Tensor]  # floating outputs, detached
     differentiable: list[bool]  # per floating output: did it require grad
     cotangents: list[torch.Tensor | None]
+
+
+class GradientFunction:
+    """A layer's first gradient as a function one derivative up: F(θ, w) = <∇_θ <w, y(θ)>, u>,
+    of the inputs and parameters θ and the output cotangents w, for a fixed contraction u over
+    θ (see ``layercheck/checks/higher_order.py``, Note [second derivatives]).
+
+    :class:`FiniteDifferences` differences it exactly as it does a :class:`LayerFunction` (it
+    reads ``point``, ``names``, ``terms`` and ``reset``); its analytic gradient, which those
+    differences judge, is the double backward (:meth:`gradient`). F is one row of partial
+    sums over every tensor's elements together, so that a jump of the first gradient where a
+    step crosses a kink lands in one or two of the CHUNKS and leaves the median of the noise
+    estimate alone (a tensor of its own, e.g. a per-channel threshold, would be all its row)."""
+
+    def __init__(self, fn: LayerFunction, cotangents: Sequence[torch.Tensor | None],
+                 contraction: Sequence[torch.Tensor]) -> None:
+        """``cotangents``: one per floating output (None leaves one out); ``contraction``: u, one
+        per slot of ``fn``."""
+        self.fn = fn
+        self.cotangents = list(cotangents)
+        self.outputs = [k for k, w in enumerate(self.cotangents) if w is not None]
+        self.contraction = torch.cat([u.detach().to(torch.float64).reshape(-1) for u in contraction])
+        self.point = list(fn.point) + [self.cotangents[k].detach() for k in self.outputs]  # type: ignore[union-attr]
+        self.names = list(fn.names) + [f"grad_output {k}" for k in self.outputs]
+        self.detached = False  # set by gradient(): no slot of the first gradient required grad
+        self.delayed = False  # set by gradient(): the first gradient's graph holds a node that raises
+
+    def __len__(self) -> int:
+        return len(self.point)
+
+    def first(self, values: Sequence[torch.Tensor], *,
+              create_graph: bool = False) -> tuple[list[torch.Tensor | None], list[torch.Tensor]]:
+        """The first gradient at ``values`` (θ, then one cotangent per kept output) and the
+        tensors that stand for θ. Raises LayerRaised("backward")."""
+        count = len(self.fn)
+        outputs, leaves = self.fn.call(values[:count])
+        given = list(self.cotangents)
+        for k, w in zip(self.outputs, values[count:]):
+            given[k] = w
+        if len(outputs) != len(given) or any(w is not None and y.shape != w.shape for y, w in zip(outputs, given)):
+            raise CheckSkipped("the number or sizes of the floating outputs change when the inputs move by "
+                               "a relative 1e-8: finite differences do not apply to this layer")
+        pairs = [(y, w) for y, w in zip(outputs, given) if w is not None and y.requires_grad]
+        if not pairs:
+            return [None] * count, leaves
+        with seeded(self.fn.subject.target.seed, self.fn.subject.device):
+            try:
+                found = torch.autograd.grad([y for y, _ in pairs], leaves, [w.to(y.dtype) for y, w in pairs],
+                                            allow_unused=True, create_graph=create_graph)
+            except Exception as exc:
+                raise LayerRaised("backward", exc, user_trace(exc)) from exc
+        return list(found), leaves
+
+    def reset(self) -> None:
+        self.fn.reset()
+
+    def terms(self, values: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Partial sums of <first gradient, u> in float64: shape (1, CHUNKS)."""
+        grads, _ = self.first(values)
+        flat = torch.cat([(torch.zeros_like(v) if g is None else g.detach()).to(torch.float64).reshape(-1)
+                          for g, v in zip(grads, self.fn.point)])
+        return _chunk_sums(flat, cotangents[0]).unsqueeze(0)
+
+    def gradient(self) -> list[torch.Tensor | None]:
+        """The double backward at the point: the gradient of F over θ and the cotangents (None
+        where F does not depend on a tensor through autograd). Raises LayerRaised: phase
+        "backward" (the first one, with ``create_graph=True``) or "double backward"."""
+        count = len(self.fn)
+        ws = [w.clone().requires_grad_(True) for w in self.point[count:]]
+        try:
+            grads, leaves = self.first(self.fn.point[:count] + ws, create_graph=True)
+            pieces = [(g.reshape(-1) * u).sum() for g, u in zip(grads, self._split(self.contraction))
+                      if g is not None and g.requires_grad]
+            self.detached = not pieces
+            if self.detached:
+                return [None] * len(self)
+            # @once_differentiable (and a missing double-backward formula) gives the first gradient
+            # a node that raises when reached; a gradient over the layer's tensors never reaches
+            # the once_differentiable one (it hangs off stand-in leaves), so it would pass for a
+            # zero second derivative: look for such nodes instead.
+            self.delayed = any(type(node).__name__ in ("DelayedError", "Error") for node in backward_nodes(pieces))
+            with seeded(self.fn.subject.target.seed, self.fn.subject.device):
+                try:
+                    found = torch.autograd.grad(sum(pieces), leaves + ws, allow_unused=True)
+                except Exception as exc:
+                    raise LayerRaised("double backward", exc, user_trace(exc)) from exc
+        finally:
+            self.fn.reset()
+        return [None if g is None else g.detach() for g in found]
+
+    def _split(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        return list(flat.split([v.numel() for v in self.fn.point]))
 
 
 def _no_watch(outputs: list[torch.Tensor]) -> AbstractContextManager[Any]:

@@ -1,5 +1,7 @@
 """Correct: Swish (x * sigmoid(beta * x)) with a learnable per-channel beta and a hand-written
-backward: smooth, curved everywhere, so only a central difference is accurate."""
+backward: smooth, curved everywhere, so only a central difference is accurate.
+First-order only: backward uses the sigmoid saved from forward, which carries no graph,
+so its double backward is wrong (the opt-in gradgrad check says so; it is not enabled here)."""
 
 import torch
 from torch import nn

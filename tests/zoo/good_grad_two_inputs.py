@@ -1,5 +1,6 @@
 """Correct: a gated unit with two inputs and a hand-written backward that honours
-needs_input_grad: out = x * sigmoid(gate + bias)."""
+needs_input_grad: out = x * sigmoid(gate + bias). First-order only: backward uses the
+sigmoid saved from forward, so its double backward is wrong (opt-in gradgrad, not enabled)."""
 
 import torch
 from torch import nn
