@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import warnings
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -289,7 +290,10 @@ def _forward_derivatives(fn: LayerFunction, tangents: Sequence[torch.Tensor | No
     inputs = list(fn.inputs)
     offset = len(fn.input_slots)
     try:
-        with fwAD.dual_level():
+        with warnings.catch_warnings(), fwAD.dual_level():
+            # torch scripts its jvp decompositions on first use and warns that torch.jit.script
+            # is deprecated: torch's own affair, not the layer's, so keep it out of the user's output
+            warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)
             for slot, index in enumerate(fn.input_slots):
                 if tangents[slot] is not None:
                     inputs[index] = fwAD.make_dual(fn.point[slot], tangents[slot])
