@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -27,6 +28,7 @@ def load_zoo(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"layercheck_zoo_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as layercheck's loader does: torch.compile imports a Function's module by name
     spec.loader.exec_module(module)
     return module
 

@@ -190,26 +190,34 @@ def path_tolerance(ctx: Context, expected: torch.Tensor) -> tuple[float, float]:
     return rtol, rtol * max(scale, 1e-30)
 
 
+Tolerance = Callable[[torch.Tensor], tuple[float, float]]
+
+
 def assert_path_close(ctx: Context, expected: Sequence[torch.Tensor], actual: Sequence[torch.Tensor], *,
-                      what: str, names: Sequence[str] | None = None) -> None:
+                      what: str, names: Sequence[str] | None = None, labels: tuple[str, str] = ("expected", "got"),
+                      tolerance: Tolerance | None = None) -> None:
     """Raise CheckFailed at the first pair that differs in size, dtype or value beyond
-    :func:`path_tolerance`."""
+    ``tolerance(expected tensor)`` (:func:`path_tolerance` by default); ``labels`` name the
+    two sides in messages."""
+    want, have = labels
     if len(expected) != len(actual):
-        raise CheckFailed(f"{what}: {len(expected)} tensors expected, {len(actual)} received",
+        raise CheckFailed(f"{what}: {want} gives {len(expected)} tensor(s), {have} {len(actual)}",
                           expected=describe_shapes(expected), actual=describe_shapes(actual))
     for i, (e, a) in enumerate(zip(expected, actual)):
         name = names[i] if names else f"output {i}"
-        assert_close_all([e], [a], what=what, names=[name], tolerance=path_tolerance(ctx, e))
+        rtol_atol = tolerance(e) if tolerance is not None else path_tolerance(ctx, e)
+        assert_close_all([e], [a], what=what, names=[name], tolerance=rtol_atol, labels=labels)
 
 
 def assert_same_unless_random(ctx: Context, expected: Sequence[torch.Tensor], actual: Sequence[torch.Tensor], *,
-                              random: Callable[[], bool], what: str, names: Sequence[str]) -> bool:
+                              random: Callable[[], bool], what: str, names: Sequence[str],
+                              labels: tuple[str, str] = ("expected", "got"), tolerance: Tolerance | None = None) -> bool:
     """:func:`assert_path_close`, except that values may differ when ``random()`` says the
     layer draws random numbers (then only sizes and dtypes must agree). ``random`` is asked
     only when values differ, so a deterministic layer never pays for it. Returns whether
     values were compared."""
     try:
-        assert_path_close(ctx, expected, actual, what=what, names=names)
+        assert_path_close(ctx, expected, actual, what=what, names=names, labels=labels, tolerance=tolerance)
         return True
     except CheckFailed:
         if not random():
