@@ -1,0 +1,25 @@
+"""The README's promises that can drift: the check catalogue and the quick start."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from layercheck.registry import catalogue
+
+
+def test_readme_catalogue_lists_every_check_with_its_default(root: Path) -> None:
+    text = (root / "README.md").read_text()
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| .* \| (default|opt-in)[^|]* \|$", text, flags=re.M))
+    assert rows == {c.id: "default" if c.default else "opt-in" for c in catalogue()}
+
+
+def test_quick_start_holds_the_install_and_test_commands(root: Path) -> None:
+    text = (root / "README.md").read_text()
+    block = re.search(r"## Quick start\n\n```bash\n(.*?)```", text, flags=re.S)
+    assert block is not None
+    commands = block.group(1).strip().splitlines()
+    assert len(commands) == 2
+    assert "pip install" in commands[0] and "layercheck run specs" in commands[0]
+    assert commands[1] == "python -m pytest -q"
+    assert "python -m pytest -q" in (root / ".ci" / "run").read_text().replace('"$PYTHON"', "python")
