@@ -194,16 +194,17 @@ def test_graph_breaks_are_reported_per_check_not_accumulated() -> None:
         assert "2 graph break(s)" in found.message and "item()" in found.message
 
 
-def test_compile_without_a_cpp_compiler_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compile_without_a_cpp_compiler_is_skipped() -> None:
     import torch._inductor.config as inductor
-
-    monkeypatch.setattr(inductor.cpp, "cxx", (None, "/nonexistent/layercheck-g++"))
 
     class Shifted(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.sin(x) * 3.25 + 0.125
 
-    found = result(run(Shifted, "4,3,5:BCU", checks=("compile",)), "compile")
+    # torch's own patch(), not monkeypatch: pytest 9.2 undoes a setattr on this config proxy
+    # by deleting the key, which breaks inductor for every later test
+    with inductor.patch({"cpp.cxx": (None, "/nonexistent/layercheck-g++")}):
+        found = result(run(Shifted, "4,3,5:BCU", checks=("compile",)), "compile")
     assert found.status.value == "skipped"
     assert "C++ compiler" in found.message
 
@@ -213,3 +214,23 @@ def test_compile_is_skipped_where_torch_has_no_compile(monkeypatch: pytest.Monke
     found = result(run(nn.Tanh, "4,3,5:BCU", checks=("compile",)), "compile")
     assert found.status.value == "skipped"
     assert "no torch.compile" in found.message
+
+
+def test_a_crash_inside_torchs_compiler_is_an_error_not_the_layers_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch._inductor.compile_fx
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    # inductor fails in code it generated (as it did here with a corrupted config): no frame
+    # of the layer is involved, so the layer must not be blamed
+    namespace: dict[str, Any] = {}
+    exec(compile("def backend(*args, **kwargs):\n    raise AttributeError('torch._inductor.config.cpp.cxx "
+                 "does not exist')\n", str(Path(cache_dir()) / "generated.py"), "exec"), namespace)
+    monkeypatch.setattr(torch._inductor.compile_fx, "compile_fx", namespace["backend"])
+
+    class Shifted(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.sin(x) * 3.25 + 0.125
+
+    found = result(run(Shifted, "4,3,5:BCU", checks=("compile",)), "compile")
+    assert found.status.value == "error", found.message
+    assert "inside torch, at no line of the layer" in found.message

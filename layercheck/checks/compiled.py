@@ -43,6 +43,15 @@ from layercheck.subject import Outputs, Subject, Target, seeded
 # Frames in these folders are torch's, layercheck's or Python's, not the layer's (packages
 # installed in site-packages, inside the standard library's folder, may be the layer's).
 _NOT_THE_LAYER = (Path(torch.__file__).resolve().parent, Path(__file__).resolve().parent.parent)
+
+
+def _generated_code_dirs() -> tuple[Path, ...]:
+    """Where inductor writes the code it generates: its frames are torch's, not the layer's."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:
+        return ()
+    return (Path(cache_dir()).resolve(),)
 _STDLIB = Path(sysconfig.get_paths()["stdlib"]).resolve()
 _PACKAGES = tuple({Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")})
 
@@ -268,6 +277,7 @@ def _compiled_run(ctx: Context, *, backward: bool) -> Run:
         except LayerRaised as exc:
             _skip_if_environment(exc.exc)
             _raise_if_not_importable(exc.exc)
+            _raise_if_torch_crashed(exc.exc)
             raise _capture_failed(f"under torch.compile, {exc.phase} raised (eager runs)", exc.exc, console,
                                   via="torch.compile (inductor)") from exc
 
@@ -318,6 +328,17 @@ def _raise_if_not_importable(exc: BaseException) -> None:
                 f"torch.compile imports the layer's module {link.name!r} by name, and it is not in sys.modules "
                 "(loaded from a file without registering it); layercheck's loader registers the files it loads"
             ) from exc
+
+
+def _raise_if_torch_crashed(exc: BaseException) -> None:
+    """An error raised where no frame of the layer's own code is involved, neither in the
+    traceback nor among the user frames TorchDynamo quotes, is torch's compiler failing on
+    its own: an error of the check (a torch bug or a broken install), not a failure of the
+    layer. Errors the layer's code raises under compile point at it and stay failures."""
+    if _layer_frame(exc) is None:
+        raise RuntimeError(f"torch.compile failed inside torch, at no line of the layer: {_condense(exc)} "
+                           "(a torch bug or a broken install, not the layer's fault; --skip compile "
+                           "leaves it out)") from exc
 
 
 # -- reporting torch's errors -----------------------------------------------------------------
@@ -408,7 +429,7 @@ def _is_layer_file(filename: str) -> bool:
         path = Path(filename).resolve()
     except (OSError, ValueError):
         return False
-    if any(path.is_relative_to(folder) for folder in _NOT_THE_LAYER):
+    if any(path.is_relative_to(folder) for folder in _NOT_THE_LAYER + _generated_code_dirs()):
         return False
     return not path.is_relative_to(_STDLIB) or any(path.is_relative_to(folder) for folder in _PACKAGES)
 
