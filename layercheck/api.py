@@ -9,8 +9,6 @@ is a whole test in a layer author's own pytest suite.
 from __future__ import annotations
 
 import inspect
-import json
-import shlex
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 from torch import nn
 
 from layercheck import __version__, runner
+from layercheck.invocation import Invocation, class_reference
 from layercheck.layout import Layout
 from layercheck.loading import is_layer_class
 from layercheck.reporting.details import label
@@ -53,14 +52,14 @@ def check_layer(
     report whose run has an ``error``.
     """
     start = time.perf_counter()
-    target = _target(layer, layouts, seed=seed, args=args, kwargs=kwargs, name=name)
     if isinstance(checks, str) or isinstance(only, str) or isinstance(skip, str) or isinstance(enable, str):
         raise TypeError("checks, only, skip and enable take a sequence of check ids, e.g. checks=['gradients']")
     options = runner.Options(seed=seed, only=tuple(checks) + tuple(only), skip=tuple(skip), enable=tuple(enable),
                              devices=tuple(devices), tolerance=parse_tolerance(dict(tolerance or {}), "tolerance"),
                              timeout=timeout)
+    target = _target(layer, layouts, options=options, args=args, kwargs=kwargs, name=name)
     plan = runner.plan_for(None, options)
-    run = runner.run_target(target, plan, options=options, tolerance=options.tolerance)
+    run = runner.run_target(target, plan, options=options, tolerances=runner.tolerances_of(None, options))
     return Report(runs=[run], environment=runner.environment(), version=__version__,
                   seconds=time.perf_counter() - start)
 
@@ -91,8 +90,9 @@ def failure_message(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _target(layer: nn.Module | type, layouts: Sequence[Layout | str], *, seed: int, args: Sequence[Any],
-            kwargs: Mapping[str, Any] | None, name: str | None) -> Target:
+def _target(layer: nn.Module | type, layouts: Sequence[Layout | str], *, options: runner.Options,
+            args: Sequence[Any], kwargs: Mapping[str, Any] | None, name: str | None) -> Target:
+    seed = options.seed
     if isinstance(layer, nn.Module):
         if args or kwargs:
             raise TypeError("args and kwargs build a layer from its class; an instance is already built")
@@ -107,17 +107,9 @@ def _target(layer: nn.Module | type, layouts: Sequence[Layout | str], *, seed: i
     parsed = tuple(item if isinstance(item, Layout) else Layout.parse(item) for item in layouts)
     cls = type(layer) if isinstance(layer, nn.Module) else layer
     name = name or f"{cls.__module__}:{cls.__qualname__}"
-    words = [f"--layout {x}" for x in parsed]
-    words += [f"--arg {shlex.quote(_yaml_text(a))}" for a in args]
-    words += [f"--kwarg {shlex.quote(f'{k}={_yaml_text(v)}')}" for k, v in (kwargs or {}).items()]
-    reproduce = f"layercheck run {cls.__module__}:{cls.__qualname__} " + " ".join(words)
+    # An instance exists only in this process: its failures are reproduced in Python.
+    reference = None if isinstance(layer, nn.Module) else class_reference(cls)
+    invocation = Invocation(reference, layouts=parsed, args=tuple(args), kwargs=dict(kwargs or {}), seed=seed,
+                            tolerance=dict(options.tolerance), devices=options.devices, enable=options.enable)
     return Target(layer, parsed, args=tuple(args), kwargs=dict(kwargs or {}), seed=seed, name=name,
-                  reproduce=reproduce)
-
-
-def _yaml_text(value: Any) -> str:
-    """A constructor argument as the command line's YAML (JSON is YAML); repr when not JSON."""
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
+                  invocation=invocation)

@@ -23,7 +23,13 @@ from layercheck.loading import TargetNotFound, resolve
 from layercheck.reporting import console as console_report
 from layercheck.reporting import render
 from layercheck.result import ExitCode, Report
-from layercheck.spec import TargetSpec, find_specs, is_spec_path, load_spec, parse_tolerance
+from layercheck.spec import (
+    TargetSpec,
+    find_specs,
+    is_spec_path,
+    load_spec,
+    parse_tolerance,
+)
 
 app = typer.Typer(
     name="layercheck",
@@ -74,7 +80,7 @@ def run(
     enable: Annotated[Optional[list[str]], typer.Option("--enable", "-e", help="Also run this opt-in check (ID or ID:VARIANT); repeatable.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", min=0, help="Seed for generated inputs and random streams (default: the spec's, else 0).")] = None,
     device: Annotated[Optional[list[str]], typer.Option("--device", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
-    tolerance: Annotated[Optional[list[str]], typer.Option("--tolerance", help="Tolerance override DTYPE=VALUE for numerical checks, e.g. float32=1e-3.")] = None,
+    tolerance: Annotated[Optional[list[str]], typer.Option("--tolerance", help="Tolerance override CHECK.DTYPE=VALUE, e.g. needs_input_grad.float32=1e-2 (a bare DTYPE=VALUE is the gradient check's); `layercheck checks ID` lists a check's tolerances.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="Time limit per check in seconds (0: none).")] = runner.DEFAULT_TIMEOUT,
     format: Annotated[Format, typer.Option("--format", "-f", help="Report format.")] = Format.table,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.", dir_okay=False)] = None,
@@ -128,6 +134,10 @@ def checks_command(
                       + (f"; opt-in: {', '.join(info.optional_variants)}" if info.optional_variants else ""), markup=False)
         if info.requires:
             out.print(f"needs: {', '.join(info.requires)}", markup=False)
+        if info.tolerances:
+            out.print("tolerances (override with --tolerance CHECK.DTYPE=VALUE, or tolerance: in a spec):", markup=False)
+            for tol in info.tolerances:
+                out.print(f"  {info.id}.{tol.dtype} = {tol.default:g}: {tol.bounds}", markup=False)
         out.print(f"\n{info.doc}", markup=False, soft_wrap=True)
         return
     table = Table(title="layercheck checks", title_justify="left")

@@ -1,15 +1,20 @@
-"""Comparing tensors the way every check reports it: what, where, both values."""
+"""Comparing tensors the way every check reports it: what, where, both values, the allowance.
+
+Every check that compares two computations of the same tensors calls :func:`assert_close`
+with an :class:`Allowance` per tensor; its failure message has one format everywhere.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from layercheck.errors import CheckFailed
-
-from layercheck.spec import DTYPE_NAMES
+from layercheck.registry import DTYPE_NAMES
 
 # The floating types a check variant may name ("float32") and their torch dtypes.
 DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_NAMES}
@@ -25,16 +30,106 @@ ROUNDING = {
 }
 
 
-def rounding_tolerance(dtype: torch.dtype) -> tuple[float, float]:
-    return ROUNDING.get(dtype, (0.0, 0.0))
+def dtype_name(dtype: torch.dtype) -> str:
+    """``float32`` for ``torch.float32``."""
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """How far an element of ``actual`` may be from ``expected``:
+    ``|actual - expected| <= rtol·|expected| + atol + floor``.
+
+    ``floor`` is an absolute allowance for rounding measured on the layer itself (see
+    ``layercheck/calibration.py``): an element that is zero by cancellation carries the
+    rounding of the terms that cancelled, which no multiple of its own size bounds.
+    ``source`` says where ``floor`` comes from, for the failure message."""
+
+    rtol: float
+    atol: float
+    floor: float = 0.0
+    source: str = ""
+
+    @property
+    def absolute(self) -> float:
+        return self.atol + self.floor
+
+    def describe(self) -> str:
+        text = f"rtol={self.rtol:g}, atol={self.atol:g}"
+        if self.floor > 0:
+            text += f", rounding floor={self.floor:.3g}" + (f" ({self.source})" if self.source else "")
+        return text
+
+    def with_floor(self, floor: float, source: str) -> Allowance:
+        """This allowance with ``floor`` (kept when larger than the current one)."""
+        if floor <= self.floor:
+            return self
+        return Allowance(self.rtol, self.atol, floor, source)
+
+
+EXACT = Allowance(0.0, 0.0)
+
+
+def rounding_allowance(dtype: torch.dtype) -> Allowance:
+    """torch.testing's tolerance for ``dtype``: the same computation, rounded once more."""
+    return Allowance(*ROUNDING.get(dtype, (0.0, 0.0)))
+
+
+def scaled_allowance(expected: torch.Tensor, rtol: float) -> Allowance:
+    """``rtol`` relative, and as absolute part ``rtol`` times the tensor's largest finite
+    magnitude: for the same math along another path (another summation order), where an
+    element near zero is judged against the scale of its tensor, not its own tiny value."""
+    if not expected.is_floating_point():
+        return EXACT
+    return Allowance(rtol, rtol * max(largest(expected), 1e-30))
+
+
+AllowanceFor = Callable[[str, torch.Tensor], Allowance]
+"""An allowance per compared tensor, from its name and expected value."""
 
 
 def describe_shapes(tensors: Sequence[torch.Tensor]) -> list[str]:
-    return [f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}" for t in tensors]
+    return [f"{tuple(t.shape)} {dtype_name(t.dtype)}" for t in tensors]
 
 
-def mismatch(expected: torch.Tensor, actual: torch.Tensor, *, rtol: float, atol: float) -> dict[str, Any] | None:
-    """None when ``actual`` is close to ``expected``; else where and how much they differ."""
+def assert_close(
+    expected: Sequence[torch.Tensor],
+    actual: Sequence[torch.Tensor],
+    *,
+    what: str,
+    allowance: Allowance | AllowanceFor,
+    names: Sequence[str] | None = None,
+    labels: tuple[str, str] = ("expected", "got"),
+) -> None:
+    """Raise CheckFailed at the first tensor pair that differs in number, size, dtype or
+    value beyond its allowance. ``labels`` name the two sides, e.g. ``("predict", "forward")``."""
+    want, have = labels
+    if len(expected) != len(actual):
+        raise CheckFailed(f"{what}: {want} gives {len(expected)} tensor(s), {have} {len(actual)}",
+                          expected=describe_shapes(expected), actual=describe_shapes(actual))
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        name = names[i] if names else f"output {i}"
+        if e.shape != a.shape:
+            raise CheckFailed(f"{what}: {name} has size {tuple(a.shape)} ({have}), {tuple(e.shape)} ({want})",
+                              tensor=name)
+        if e.dtype != a.dtype:
+            raise CheckFailed(f"{what}: {name} has dtype {dtype_name(a.dtype)} ({have}), {dtype_name(e.dtype)} "
+                              f"({want})", tensor=name)
+        allowed = allowance(name, e) if callable(allowance) else allowance
+        found = mismatch(e, a, allowed)
+        if found is not None:
+            raise CheckFailed(
+                f"{what}: {name} differs at index {tuple(found['index'])}: {have} {found['actual']:.6g}, "
+                f"{want} {found['expected']:.6g} ({found['mismatched']} of {found['elements']} elements "
+                f"differ beyond {allowed.describe()})",
+                tensor=name,
+                **found,
+            )
+
+
+def mismatch(expected: torch.Tensor, actual: torch.Tensor, allowed: Allowance) -> dict[str, Any] | None:
+    """None when ``actual`` is within ``allowed`` of ``expected``; else where and how much they differ."""
+    rtol, atol = allowed.rtol, allowed.absolute
     if (expected.is_floating_point() and expected.dtype == actual.dtype and expected.shape == actual.shape
             and expected.device == actual.device
             and bool(((actual.detach() - expected.detach()).abs_() <= expected.detach().abs() * rtol + atol).all())):
@@ -51,16 +146,19 @@ def mismatch(expected: torch.Tensor, actual: torch.Tensor, *, rtol: float, atol:
     diff = torch.where(close, torch.zeros_like(diff), diff)
     worst = int(diff.argmax())
     index = unravel(worst, tuple(e.shape))
-    return {
+    found: dict[str, Any] = {
         "index": list(index),
         "expected": float(e.reshape(-1)[worst]),
         "actual": float(a.reshape(-1)[worst]),
         "max_abs_diff": float(diff.max()),
         "mismatched": int((~close).sum()),
         "elements": e.numel(),
-        "rtol": rtol,
-        "atol": atol,
+        "rtol": allowed.rtol,
+        "atol": allowed.atol,
     }
+    if allowed.floor > 0:
+        found["rounding_floor"] = allowed.floor
+    return found
 
 
 def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -73,35 +171,59 @@ def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(index))
 
 
-def assert_close_all(
-    expected: Sequence[torch.Tensor],
-    actual: Sequence[torch.Tensor],
-    *,
-    what: str,
-    names: Sequence[str] | None = None,
-    tolerance: tuple[float, float] | None = None,
-    labels: tuple[str, str] = ("expected", "got"),
-) -> None:
-    """Raise CheckFailed at the first tensor pair that differs in shape, dtype or value.
+def identical(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
+    """Bit-identical tensors (NaN equal to NaN), same sizes and dtypes."""
+    return len(a) == len(b) and all(
+        x.shape == y.shape and x.dtype == y.dtype
+        and (torch.equal(x, y) or bool(((x == y) | (x != x) & (y != y)).all()))  # equal() is one fast pass
+        for x, y in zip(a, b)
+    )
 
-    ``labels`` name the two sides in messages, e.g. ``("predict", "forward")``."""
-    want, have = labels
-    if len(expected) != len(actual):
-        raise CheckFailed(f"{what}: {len(expected)} tensors expected, {len(actual)} received",
-                          expected=describe_shapes(expected), actual=describe_shapes(actual))
-    for i, (e, a) in enumerate(zip(expected, actual)):
-        name = names[i] if names else f"output {i}"
-        if e.shape != a.shape:
-            raise CheckFailed(f"{what}: {name} has size {tuple(a.shape)} ({have}), {tuple(e.shape)} ({want})")
-        if e.dtype != a.dtype:
-            raise CheckFailed(f"{what}: {name} has dtype {a.dtype} ({have}), {e.dtype} ({want})")
-        rtol, atol = tolerance or rounding_tolerance(e.dtype)
-        found = mismatch(e, a, rtol=rtol, atol=atol)
-        if found is not None:
-            raise CheckFailed(
-                f"{what}: {name} differs at index {tuple(found['index'])}: {have} {found['actual']:.6g}, "
-                f"{want} {found['expected']:.6g} ({found['mismatched']} of {found['elements']} elements "
-                f"differ beyond rtol={rtol:g}, atol={atol:g})",
-                tensor=name,
-                **found,
-            )
+
+def relative_difference(got: torch.Tensor, expected: torch.Tensor) -> float:
+    """``‖got − expected‖ / ‖expected‖`` in float64 (inf for other sizes; 0/0 is 0)."""
+    g = got.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    if g.shape != e.shape:
+        return math.inf
+    return ratio(float((g - e).norm()), float(e.norm()))
+
+
+def ratio(a: float, b: float) -> float:
+    """``a / b``, with 0/0 = 0 and a/0 = inf."""
+    if b > 0:
+        return a / b
+    return 0.0 if a == 0 else math.inf
+
+
+def largest(t: torch.Tensor) -> float:
+    """The largest finite magnitude of a tensor (0 for an empty or all non-finite one)."""
+    values = t.detach()
+    if not values.numel():
+        return 0.0
+    low, high = torch.aminmax(values)  # one pass, no temporary
+    scale = max(-float(low), float(high))
+    if not math.isfinite(scale):
+        scale = float(torch.nan_to_num(values.abs(), nan=0.0, posinf=0.0, neginf=0.0).max())
+    return scale
+
+
+def all_finite(t: torch.Tensor) -> bool:
+    """Whether every element is finite. A finite sum proves it in one pass (NaN and infinity
+    propagate); an overflowing sum of finite values falls back to the element-wise test."""
+    if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
+        return True
+    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
+
+
+def nonfinite(t: torch.Tensor, *, ignore: torch.Tensor | None = None) -> str | None:
+    """"N non-finite value(s) of M, the first at index I: V" (outside ``ignore``), or None."""
+    if all_finite(t):
+        return None
+    bad = ~torch.isfinite(t)
+    if ignore is not None:
+        bad &= ~ignore
+    if not bool(bad.any()):
+        return None
+    first = tuple(int(i) for i in bad.nonzero()[0])
+    return f"{int(bad.sum())} non-finite value(s) of {t.numel()}, the first at index {first}: {t[first].item()}"

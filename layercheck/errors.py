@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class UsageError(ValueError):
     """The command line, a spec or a layout is invalid: nothing is checked (exit 2)."""
@@ -30,16 +33,30 @@ class LayerRaised(Exception):
 
 
 class CheckFailed(AssertionError):
-    """Raised by a check when the layer is wrong; `details` go into the report."""
+    """Raised by a check when the layer is wrong; `details` go into the report.
 
-    def __init__(self, message: str, **details: object) -> None:
+    ``blocking``: the failure leaves checks that need this one nothing to run (the layer
+    raised, or returned nothing to compare), so they are skipped naming it. A failure of a
+    property (a size, a dtype, one tensor without a gradient) is not blocking: checks that
+    need this one still run, and the report of a broken layer differs from a correct one's."""
+
+    def __init__(self, message: str, *, blocking: bool = False, **details: object) -> None:
         super().__init__(message)
         self.message = message
+        self.blocking = blocking
         self.details = details
 
 
 class CheckSkipped(Exception):
     """Raised by a check that does not apply; the message is the reason."""
+
+
+class CheckError(Exception):
+    """The check itself could not complete (not the layer's fault): an ``error`` result.
+
+    Raised for a check that misuses the SDK (reads a shared run or a tolerance it did not
+    declare) and for failures of the machinery around the layer (torch's compiler crashing
+    at no line of the layer, a layer module that cannot be re-imported by name)."""
 
 
 class CheckTimeout(BaseException):
@@ -48,3 +65,20 @@ class CheckTimeout(BaseException):
     A BaseException, like KeyboardInterrupt: it is raised wherever the check happens to be,
     often inside the layer's own code, and must not be caught there (by a layer's
     ``except Exception`` or by the subject turning a layer's exception into LayerRaised)."""
+
+
+def layer_failure(exc: LayerRaised, what: str = "", *, hint: str = "", blocking: bool = False,
+                  **details: object) -> CheckFailed:
+    """The layer's exception as this check's failure: ``"{what}, {phase} raised X: ...{hint}"``,
+    with the phase and the layer's own traceback in the details."""
+    prefix = f"{what}, " if what else ""
+    return CheckFailed(f"{prefix}{exc}{hint}", blocking=blocking, phase=exc.phase, traceback=exc.trace, **details)
+
+
+@contextlib.contextmanager
+def failing(what: str = "", *, hint: str = "", **details: object) -> Iterator[None]:
+    """Inside the block, the layer raising is this check's failure (see :func:`layer_failure`)."""
+    try:
+        yield
+    except LayerRaised as exc:
+        raise layer_failure(exc, what, hint=hint, **details) from exc

@@ -10,7 +10,7 @@ import difflib
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from layercheck.errors import UsageError
 
 if TYPE_CHECKING:
-    from layercheck.runner import Context
+    from layercheck.context import Context
     from layercheck.subject import Target
 
 # Catalogue order: the SPEC's tables. Third-party checks follow in registration order.
@@ -27,11 +27,40 @@ SPEC_ORDER = (
     "backward_runs", "backward_size", "gradients", "dtype", "device", "state_valid",
     "reset_state", "observations", "needs_input_grad", "input_unchanged", "deterministic",
     "finite", "noncontiguous", "meta_device", "registered_tensors", "state_dict",
-    "export", "compile", "gradgrad", "forward_ad",
+    "backward_pure", "factory_kwargs", "copy", "grad_output",
+    "export", "compile", "gradgrad", "forward_ad", "autocast", "vmap", "train_step",
 )
 
 CheckFn = Callable[["Context"], Any]
 Applies = Callable[["Target"], "str | None"]
+
+DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
+GRADIENTS = "gradients"
+"""The check a bare ``DTYPE=VALUE`` tolerance belongs to: the numerical-gradient comparison."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """One tolerance a check uses: for which dtype, its default, and what it bounds. A user
+    overrides it as ``CHECK.DTYPE=VALUE`` (``tolerance:`` in a spec, ``--tolerance``)."""
+
+    dtype: str
+    default: float
+    bounds: str
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPE_NAMES:
+            raise ValueError(f"tolerance dtype {self.dtype!r} is not one of {', '.join(DTYPE_NAMES)}")
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """A run of the layer computed once per target and read by several checks, with the
+    checks whose success it presupposes. A check declares the shared runs it reads
+    (``@check(uses=...)``) and so requires what they require: declared, not remembered."""
+
+    name: str
+    requires: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -49,11 +78,37 @@ class CheckInfo:
     optional_variants: tuple[str, ...] = ()
     needs_subject: bool = True
     timeout: float | None = None
+    uses: tuple[SharedRun, ...] = ()
+    tolerances: tuple[Tolerance, ...] = ()
     doc: str = field(default="", compare=False)
 
     def skip_reason(self, target: Target) -> str | None:
         """Why this check does not apply to the target, or None when it does."""
         return self.applies(target) if self.applies is not None else None
+
+    def tolerance(self, dtype: str) -> Tolerance | None:
+        """The declared tolerance for ``dtype``, or None."""
+        return next((t for t in self.tolerances if t.dtype == dtype), None)
+
+
+def modules_only(reason: str) -> Applies:
+    """An ``applies`` rule: the check applies to modules; for an operation
+    (``autograd.Function``) it is skipped with ``reason``."""
+
+    def applies(target: Target) -> str | None:
+        return reason if target.kind == "function" else None
+
+    return applies
+
+
+def label(check_id: str, variant: str) -> str:
+    """``check[variant]``, or ``check`` for a check without variants: how reports name a result."""
+    return f"{check_id}[{variant}]" if variant else check_id
+
+
+def selector(check_id: str, variant: str) -> str:
+    """``check:variant`` (or ``check``): how ``--check`` and ``--skip`` name a result."""
+    return f"{check_id}:{variant}" if variant else check_id
 
 
 _REGISTRY: dict[str, CheckInfo] = {}
@@ -71,27 +126,39 @@ def check(
     optional_variants: Sequence[str] = (),
     needs_subject: bool = True,
     timeout: float | None = None,
+    uses: Sequence[SharedRun] = (),
+    tolerances: Sequence[Tolerance] = (),
 ) -> Callable[[CheckFn], CheckFn]:
-    """Register a check. The function receives a :class:`~layercheck.runner.Context`; it
+    """Register a check. The function receives a :class:`~layercheck.context.Context`; it
     returns (optionally a message, or a ``(message, details)`` pair) when the layer passes,
     raises :class:`~layercheck.errors.CheckFailed` when it is wrong and
-    :class:`~layercheck.errors.CheckSkipped` when the check does not apply."""
+    :class:`~layercheck.errors.CheckSkipped` when the check does not apply.
+
+    ``requires``: checks that must not have failed blockingly first (their failure skips this
+    one, naming them). ``uses``: the shared runs it reads (their prerequisites are added to
+    ``requires``). ``tolerances``: every tolerance it compares with, one per dtype."""
 
     def register(func: CheckFn) -> CheckFn:
         if id in _REGISTRY and _REGISTRY[id].func is not func:
             raise ValueError(f"check id {id!r} registered twice")
+        needed = list(dict.fromkeys([*requires, *(req for run in uses for req in run.requires)]))
+        dtypes = [t.dtype for t in tolerances]
+        if len(set(dtypes)) != len(dtypes):
+            raise ValueError(f"check {id!r} declares a tolerance twice for one dtype")
         _REGISTRY[id] = CheckInfo(
             id=id,
             title=title,
             func=func,
             matlab=matlab,
             default=default,
-            requires=tuple(requires),
+            requires=tuple(needed),
             applies=applies,
             variants=tuple(variants),
             optional_variants=tuple(optional_variants),
             needs_subject=needs_subject,
             timeout=timeout,
+            uses=tuple(uses),
+            tolerances=tuple(tolerances),
             doc=inspect.cleandoc(func.__doc__ or ""),
         )
         return func
@@ -193,3 +260,22 @@ def select(only: Iterable[str] = (), skip: Iterable[str] = (), enable: Iterable[
         if variants:
             plan.append(Planned(info, tuple(variants)))
     return plan
+
+
+def resolve_tolerances(overrides: Mapping[str, float], where: str) -> dict[tuple[str, str], float]:
+    """``{"gradients.float32": 1e-3, "float64": 1e-5}`` as ``{(check, dtype): value}``; a bare
+    dtype means the gradient check. Raises UsageError naming ``where`` and the key for a check
+    that does not exist or declares no tolerance for that dtype."""
+    resolved: dict[tuple[str, str], float] = {}
+    for key, value in overrides.items():
+        check_id, _, dtype = key.rpartition(".")
+        check_id = check_id or GRADIENTS
+        try:
+            info = get(check_id)
+        except UsageError as exc:
+            raise UsageError(f"{where}: {key}: {exc}") from None
+        if info.tolerance(dtype) is None:
+            declared = ", ".join(f"{info.id}.{t.dtype}" for t in info.tolerances) or "none"
+            raise UsageError(f"{where}: {key}: check {info.id!r} has no {dtype} tolerance; its tolerances: {declared}")
+        resolved[(info.id, dtype)] = value
+    return resolved

@@ -38,6 +38,7 @@ class CheckResult:
     seconds: float
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +47,7 @@ class CheckResult:
             "status": self.status.value,
             "seconds": round(self.seconds, 6),
             "message": self.message,
+            "notes": list(self.notes),
             "details": self.details,
         }
 
@@ -58,6 +60,7 @@ class CheckResult:
             seconds=float(data["seconds"]),
             message=data.get("message", ""),
             details=dict(data.get("details") or {}),
+            notes=tuple(data.get("notes") or ()),
         )
 
 

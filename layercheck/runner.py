@@ -19,12 +19,21 @@ from typing import Any
 import torch
 
 from layercheck import __version__
-from layercheck.errors import CheckFailed, CheckSkipped, CheckTimeout, LayerRaised, LoadError
+from layercheck.context import Context
+from layercheck.errors import (
+    CheckError,
+    CheckFailed,
+    CheckSkipped,
+    CheckTimeout,
+    LayerRaised,
+    LoadError,
+)
+from layercheck.invocation import Invocation
 from layercheck.loading import resolve
-from layercheck.registry import CheckInfo, Planned, select
+from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select
 from layercheck.result import CheckResult, Report, RunReport, Status
 from layercheck.spec import TargetSpec
-from layercheck.subject import Subject, Target
+from layercheck.subject import Target, accelerators
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -34,7 +43,10 @@ Progress = Callable[[str, str, int, int], None]
 
 @dataclass(frozen=True)
 class Options:
-    """Knobs of one invocation that apply to every target (the command line's)."""
+    """Knobs of one invocation that apply to every target (the command line's).
+
+    ``tolerance`` maps ``CHECK.DTYPE`` (or a bare ``DTYPE``: the gradient check) to a value;
+    it overrides a spec's own ``tolerance:``."""
 
     seed: int | None = None
     only: tuple[str, ...] = ()
@@ -45,80 +57,47 @@ class Options:
     timeout: float = DEFAULT_TIMEOUT
 
 
-class Context:
-    """What a check gets: the target, fresh subjects, shared inputs, tolerances."""
-
-    def __init__(self, target: Target, info: CheckInfo, variant: str, *, tolerance: Mapping[str, float],
-                 devices: Sequence[str], shared: dict[Any, Any], facts: dict[str, Any]) -> None:
-        self.target = target
-        self.info = info
-        self.variant = variant
-        self.devices = tuple(devices)
-        self._tolerance = dict(tolerance)
-        self._shared = shared
-        self._facts = facts
-
-    @property
-    def seed(self) -> int:
-        return self.target.seed
-
-    @property
-    def layouts(self) -> tuple:
-        return self.target.layouts
-
-    def fresh(self, dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> Subject:
-        """A new subject, built from the same constructor call and seed as every other."""
-        return self.target.build(dtype=dtype, device=device)
-
-    def tolerance(self, dtype: torch.dtype | str, default: float) -> float:
-        """The tolerance for ``dtype``: the user's override (spec or command line) or ``default``."""
-        name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
-        return self._tolerance.get(name, default)
-
-    def shared(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """A value computed once per target and shared between checks (treat as read-only)."""
-        if key not in self._shared:
-            self._shared[key] = compute()
-        return self._shared[key]
-
-    def fact(self, key: str, value: Any) -> None:
-        """Record a fact about the target for the run report (e.g. ``custom_backward``)."""
-        self._facts[key] = value
-
-    @property
-    def reproduce(self) -> str:
-        """The command that reruns only this check, with this seed."""
-        selector = f"{self.info.id}:{self.variant}" if self.variant else self.info.id
-        return f"{self.target.reproduce} --check {selector} --seed {self.seed}"
-
-
 def environment() -> dict[str, Any]:
-    devices = ["cpu"]
-    if torch.cuda.is_available():
-        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        devices.append("mps")
-    return {"python": platform.python_version(), "torch": torch.__version__, "devices": devices}
+    return {"python": platform.python_version(), "torch": torch.__version__, "devices": ["cpu", *accelerators()]}
+
+
+def seed_of(spec: TargetSpec, options: Options) -> int:
+    """The command line's seed, else the spec's, else 0."""
+    return options.seed if options.seed is not None else (spec.seed if spec.seed is not None else 0)
+
+
+def invocation_of(spec: TargetSpec, options: Options) -> Invocation:
+    """How the user named this target and what they gave beside it."""
+    common = {"seed": seed_of(spec, options), "tolerance": dict(options.tolerance), "devices": options.devices,
+              "enable": options.enable}
+    if spec.source is not None:
+        return Invocation(str(spec.source), spec=True, **common)
+    return Invocation(spec.layer, layouts=spec.layouts, args=spec.args, kwargs=dict(spec.kwargs), **common)
 
 
 def make_target(spec: TargetSpec, options: Options) -> Target:
     """Resolve the spec's layer class; raises LoadError when it cannot be imported."""
     cls = resolve(spec.layer, base_dir=spec.base_dir)
-    seed = options.seed if options.seed is not None else (spec.seed if spec.seed is not None else 0)
-    if spec.source is not None:
-        base = f"layercheck run {spec.source}"
-    else:
-        layouts = " ".join(f"--layout {layout}" for layout in spec.layouts)
-        base = f"layercheck run {spec.layer} {layouts}"
-    return Target(cls, spec.layouts, args=spec.args, kwargs=dict(spec.kwargs), seed=seed,
-                  name=spec.name, reproduce=base)
+    return Target(cls, spec.layouts, args=spec.args, kwargs=dict(spec.kwargs), seed=seed_of(spec, options),
+                  name=spec.name, invocation=invocation_of(spec, options))
 
 
 def plan_for(spec: TargetSpec | None, options: Options) -> list[Planned]:
-    """The checks for one target: the command line's selection merged with the spec's."""
+    """The checks for one target: the command line's selection merged with the spec's.
+    Raises UsageError for an unknown check id or a tolerance no check declares."""
     skip = options.skip + (spec.skip if spec else ())
     enable = options.enable + (spec.enable if spec else ())
-    return select(only=options.only, skip=skip, enable=enable)
+    plan = select(only=options.only, skip=skip, enable=enable)
+    tolerances_of(spec, options)
+    return plan
+
+
+def tolerances_of(spec: TargetSpec | None, options: Options) -> dict[tuple[str, str], float]:
+    """The tolerance overrides for one target, ``{(check, dtype): value}``: the spec's, then
+    the command line's on top."""
+    resolved = resolve_tolerances(spec.tolerance, f"{spec.name}: tolerance") if spec else {}
+    resolved.update(resolve_tolerances(options.tolerance, "--tolerance"))
+    return resolved
 
 
 def run_spec(spec: TargetSpec, options: Options, progress: Progress | None = None) -> RunReport:
@@ -128,52 +107,89 @@ def run_spec(spec: TargetSpec, options: Options, progress: Progress | None = Non
     try:
         target = make_target(spec, options)
     except LoadError as exc:
-        seed = options.seed if options.seed is not None else (spec.seed or 0)
         where = "layer: " if spec.source is not None else ""  # the spec file is the run's name already
         return RunReport(target=spec.name, kind=None, inputs=[layout.to_dict() for layout in spec.layouts],
-                         seed=seed, seconds=time.perf_counter() - start, results=[], error=f"{where}{exc}")
-    tolerance = {**spec.tolerance, **options.tolerance}
-    return run_target(target, plan, options=options, tolerance=tolerance, progress=progress)
+                         seed=seed_of(spec, options), seconds=time.perf_counter() - start, results=[],
+                         error=f"{where}{exc}")
+    return run_target(target, plan, options=options, tolerances=tolerances_of(spec, options), progress=progress)
+
+
+class TargetRun:
+    """The checks of one target, run one at a time: the runs they share, the facts they
+    record, and which of them failed in a way that leaves their dependents nothing to run."""
+
+    def __init__(self, target: Target, plan: Sequence[Planned], *, options: Options = Options(),
+                 tolerances: Mapping[tuple[str, str], float] | None = None) -> None:
+        self.target = target
+        self.plan = list(plan)
+        self.options = options
+        self.tolerances = dict(tolerances) if tolerances is not None else tolerances_of(None, options)
+        self.shared: dict[Any, Any] = {}
+        self.facts: dict[str, Any] = {}
+        self.blocked: dict[str, str] = {}  # check id -> "failed" or "ended in an error"
+        self.setup_failure: str | None = None
+        self._planned = frozenset(p.info.id for p in self.plan)
+
+    def start(self) -> str | None:
+        """Construct and initialise the layer once; the run's error when that is impossible
+        (the constructor raised or hung). ``initialize`` raising is the layer's failure: the
+        checks that need a layer are then skipped naming it."""
+        try:
+            with _time_limit(self.options.timeout):
+                self.target.pristine()
+        except LoadError as exc:
+            return str(exc)
+        except CheckTimeout:
+            return (f"constructing and initialising the layer ran past the time limit of {self.options.timeout:g} s "
+                    "(does it hang?)")
+        except LayerRaised as exc:
+            self.setup_failure = f"needs initialize, which raised {type(exc.exc).__name__}: {exc.exc}"
+        return None
+
+    def run(self, info: CheckInfo, variant: str) -> CheckResult:
+        """Run one check (or skip it when a prerequisite blocks it) and remember its outcome."""
+        reason = self._gate(info)
+        if reason is not None:
+            return CheckResult(info.id, variant, Status.SKIPPED, 0.0, reason)
+        ctx = Context(self.target, info, variant, invocation=self.target.invocation, tolerances=self.tolerances,
+                      devices=self.options.devices, shared=self.shared, facts=self.facts, planned=self._planned)
+        result, blocking = run_check(info, ctx, timeout=info.timeout or self.options.timeout)
+        if blocking:
+            self.blocked.setdefault(info.id, "ended in an error" if result.status is Status.ERROR else "failed")
+        return result
+
+    def _gate(self, info: CheckInfo) -> str | None:
+        """Why this check is skipped without running, or None."""
+        if self.setup_failure is not None and info.needs_subject:
+            return self.setup_failure
+        for req in info.requires:
+            if req in self.blocked:
+                return f"needs {req}, which {self.blocked[req]}"
+        return info.skip_reason(self.target)
 
 
 def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Options(),
-               tolerance: Mapping[str, float] | None = None, progress: Progress | None = None) -> RunReport:
+               tolerances: Mapping[tuple[str, str], float] | None = None,
+               progress: Progress | None = None) -> RunReport:
     """Run the planned checks on one target, in order, each isolated from the others."""
     start = time.perf_counter()
     inputs = [layout.to_dict() for layout in target.layouts]
-    try:
-        with _time_limit(options.timeout):
-            target.pristine()
-        setup_failure: str | None = None
-    except (LoadError, CheckTimeout) as exc:
-        error = str(exc) if isinstance(exc, LoadError) else (
-            f"constructing and initialising the layer ran past the time limit of {options.timeout:g} s (does it hang?)")
+    session = TargetRun(target, plan, options=options, tolerances=tolerances)
+    error = session.start()
+    if error is not None:
         return RunReport(target=target.name, kind=target.kind, inputs=inputs, seed=target.seed,
                          seconds=time.perf_counter() - start, results=[], error=error)
-    except LayerRaised as exc:
-        setup_failure = f"needs initialize, which raised {type(exc.exc).__name__}: {exc.exc}"
-    shared: dict[Any, Any] = {}
-    facts: dict[str, Any] = {}
-    worst: dict[str, Status] = {}
     results: list[CheckResult] = []
     total = sum(len(p.variants) for p in plan)
     for planned in plan:
-        info = planned.info
         for variant in planned.variants:
             if progress is not None:
-                progress(target.name, f"{info.id}[{variant}]" if variant else info.id, len(results), total)
-            reason = _gate(info, target, worst, setup_failure)
-            if reason is not None:
-                result = CheckResult(info.id, variant, Status.SKIPPED, 0.0, reason)
-            else:
-                ctx = Context(target, info, variant, tolerance=tolerance or {}, devices=options.devices,
-                              shared=shared, facts=facts)
-                result = run_check(info, ctx, timeout=info.timeout or options.timeout)
-            results.append(result)
-            worst[info.id] = _worse(worst.get(info.id), result.status)
+                progress(target.name, f"{planned.info.id}[{variant}]" if variant else planned.info.id, len(results),
+                         total)
+            results.append(session.run(planned.info, variant))
     return RunReport(target=target.name, kind=target.kind, inputs=inputs, seed=target.seed,
                      seconds=time.perf_counter() - start, results=results,
-                     custom_backward=facts.get("custom_backward"))
+                     custom_backward=session.facts.get("custom_backward"))
 
 
 def run(specs: Sequence[TargetSpec], options: Options, progress: Progress | None = None) -> Report:
@@ -183,10 +199,12 @@ def run(specs: Sequence[TargetSpec], options: Options, progress: Progress | None
     return Report(runs=runs, environment=environment(), version=__version__, seconds=time.perf_counter() - start)
 
 
-def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None) -> CheckResult:
-    """Call one check and capture its outcome and time as a record."""
+def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None) -> tuple[CheckResult, bool]:
+    """Call one check and capture its outcome and time as a record; the flag says whether
+    the outcome blocks the checks that require this one (CheckFailed.blocking)."""
     start = time.perf_counter()
     details: dict[str, Any] = {}
+    blocking = False
     try:
         with _time_limit(timeout):
             value = info.func(ctx)
@@ -196,39 +214,24 @@ def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None) ->
         elif value is not None:
             message = str(value)
     except CheckFailed as exc:
-        status, message, details = Status.FAILED, exc.message, dict(exc.details)
+        status, message, details, blocking = Status.FAILED, exc.message, dict(exc.details), exc.blocking
     except CheckSkipped as exc:
         status, message = Status.SKIPPED, str(exc)
     except LayerRaised as exc:
-        status, message = Status.FAILED, f"{exc}"
+        status, message, blocking = Status.FAILED, f"{exc}", True
         details = {"phase": exc.phase, "traceback": exc.trace}
-    except CheckTimeout as exc:
-        status, message = Status.ERROR, str(exc)
+    except (CheckTimeout, CheckError) as exc:
+        status, message, blocking = Status.ERROR, str(exc), True
+        if isinstance(exc, CheckError) and exc.__cause__ is not None:
+            details = {"traceback": "".join(traceback.format_exception(exc.__cause__, limit=-6))}
     except Exception as exc:
-        status = Status.ERROR
+        status, blocking = Status.ERROR, True
         message = f"the check could not complete: {type(exc).__name__}: {exc}"
         details = {"traceback": traceback.format_exc(limit=-6)}
     if status in (Status.FAILED, Status.ERROR):
         details.setdefault("reproduce", ctx.reproduce)
-    return CheckResult(info.id, ctx.variant, status, time.perf_counter() - start, message, details)
-
-
-def _gate(info: CheckInfo, target: Target, worst: Mapping[str, Status], setup_failure: str | None) -> str | None:
-    """Why this check is skipped without running, or None."""
-    if setup_failure is not None and info.needs_subject:
-        return setup_failure
-    for req in info.requires:
-        status = worst.get(req)
-        if status in (Status.FAILED, Status.ERROR):
-            return f"needs {req}, which {'failed' if status is Status.FAILED else 'ended in an error'}"
-    return info.skip_reason(target)
-
-
-_RANK = {Status.PASSED: 0, Status.SKIPPED: 1, Status.FAILED: 2, Status.ERROR: 3}
-
-
-def _worse(a: Status | None, b: Status) -> Status:
-    return b if a is None or _RANK[b] > _RANK[a] else a
+    return (CheckResult(info.id, ctx.variant, status, time.perf_counter() - start, message, details,
+                        tuple(ctx.notes)), blocking)
 
 
 @contextlib.contextmanager

@@ -11,8 +11,8 @@ import yaml
 
 from layercheck.errors import LayoutError, SpecError
 from layercheck.layout import Layout
+from layercheck.registry import DTYPE_NAMES
 
-DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
 _KEYS = ("layer", "args", "kwargs", "inputs", "checks", "seed", "tolerance")
 _CHECK_KEYS = ("skip", "enable")
 _SPEC_SUFFIXES = (".yaml", ".yml")
@@ -114,15 +114,36 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
 
 
 def parse_tolerance(data: Mapping[object, object], where: str) -> dict[str, float]:
-    """Per-dtype tolerance overrides: ``{float32: 1e-3}``."""
+    """Tolerance overrides ``{CHECK.DTYPE: value}``, or ``{DTYPE: value}`` for the gradient
+    check: ``{gradients.float32: 1e-3, needs_input_grad.float32: 1e-2, float64: 1e-5}``.
+    Values are numbers; a string that reads as one counts (YAML 1.1 reads ``1e-5``, without a
+    dot, as a string). Whether the check exists and declares that dtype is checked when the
+    checks are planned (registry.resolve_tolerances)."""
     result: dict[str, float] = {}
     for key, value in data.items():
-        if key not in DTYPE_NAMES:
-            raise SpecError(f"{where}.{key}: unknown dtype; expected one of {', '.join(DTYPE_NAMES)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        check_id, _, dtype = str(key).rpartition(".")
+        if not isinstance(key, str) or dtype not in DTYPE_NAMES or (check_id and not check_id.isidentifier()):
+            raise SpecError(f"{where}.{key}: unknown dtype; expected DTYPE or CHECK.DTYPE with DTYPE one of "
+                            f"{', '.join(DTYPE_NAMES)} (e.g. float64, gradients.float32, needs_input_grad.float32)")
+        number = _number(value)
+        if number is None or not number > 0:
             raise SpecError(f"{where}.{key}: expected a positive number, got {value!r}")
-        result[str(key)] = float(value)
+        result[key] = number
     return result
+
+
+def _number(value: object) -> float | None:
+    """A number, or a string that reads as one; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
 
 
 def _parse_input(item: object, where: str, key: str) -> Layout:

@@ -12,20 +12,17 @@ import contextlib
 import copy
 import enum
 import inspect
-import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
 from layercheck.errors import LayerRaised, LoadError
+from layercheck.frames import user_trace
+from layercheck.invocation import Invocation, class_reference, describe_call
 from layercheck.layout import Layout
-
-_PACKAGE_DIR = Path(__file__).resolve().parent
-_TORCH_DIR = Path(torch.__file__).resolve().parent
 
 
 class Mode(str, enum.Enum):
@@ -45,7 +42,7 @@ class Target:
         kwargs: dict[str, Any] | None = None,
         seed: int = 0,
         name: str | None = None,
-        reproduce: str | None = None,
+        invocation: Invocation | None = None,
     ) -> None:
         self.instance = layer if isinstance(layer, nn.Module) else None
         self.cls: type = type(layer) if self.instance is not None else layer  # type: ignore[assignment]
@@ -55,7 +52,10 @@ class Target:
         self.kwargs = dict(kwargs or {})
         self.seed = seed
         self.name = name or f"{self.cls.__module__}:{self.cls.__qualname__}"
-        self.reproduce = reproduce or f"layercheck run {self.name}"
+        if invocation is None:  # a layer built in Python: the command line can name its class at best
+            reference = None if self.instance is not None else class_reference(self.cls)
+            invocation = Invocation(reference, layouts=self.layouts, args=self.args, kwargs=self.kwargs, seed=seed)
+        self.invocation = invocation
         self._pristine: nn.Module | None = None
         self._base_inputs: list[torch.Tensor] | None = None
 
@@ -75,7 +75,7 @@ class Target:
             with seeded(self.seed):
                 layer = self.cls(*self.args, **self.kwargs)
         except Exception as exc:
-            raise LoadError(f"constructing {self.cls.__name__}{_call_text(self.args, self.kwargs)} raised "
+            raise LoadError(f"constructing {self.cls.__name__}{describe_call(self.args, self.kwargs)} raised "
                             f"{type(exc).__name__}: {exc}") from None
         return layer
 
@@ -295,27 +295,13 @@ def custom_backward_nodes(outputs: Sequence[torch.Tensor], limit: int = 100_000)
     return names
 
 
-def user_trace(exc: BaseException, limit: int = 4) -> str:
-    """The traceback frames that belong to the user's code (not layercheck's or torch's)."""
-    frames = [
-        f
-        for f in traceback.extract_tb(exc.__traceback__)
-        if not _inside(f.filename, _PACKAGE_DIR) and not _inside(f.filename, _TORCH_DIR)
-    ][-limit:]
-    lines = [f'  File "{f.filename}", line {f.lineno}, in {f.name}\n    {f.line}' for f in frames]
-    return "\n".join(lines + [f"{type(exc).__name__}: {exc}"])
-
-
-def _inside(filename: str, folder: Path) -> bool:
-    try:
-        return Path(filename).resolve().is_relative_to(folder)
-    except (OSError, ValueError):
-        return False
-
-
-def _call_text(args: Sequence[Any], kwargs: dict[str, Any]) -> str:
-    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
-    return f"({', '.join(parts)})"
+def accelerators() -> tuple[str, ...]:
+    """The accelerators present: ``cuda:N`` for each CUDA device, then ``mps``."""
+    found = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps")
+    return tuple(found)
 
 
 def signature_accepts(fn: Any, count: int, *, skip_first: bool = False) -> str | None:

@@ -6,11 +6,18 @@ import json
 
 import pytest
 import torch
+from conftest import ROOT
 from torch import nn
 
 import layercheck
-from conftest import ROOT
-from layercheck import Layout, Report, Status, UsageError, assert_layer_valid, check_layer
+from layercheck import (
+    Layout,
+    Report,
+    Status,
+    UsageError,
+    assert_layer_valid,
+    check_layer,
+)
 from layercheck.loading import resolve
 
 SReLUFunction = resolve(f"{ROOT / 'layers' / 'srelu_function.py'}:SReLUFunction")
@@ -78,7 +85,7 @@ def test_assert_layer_valid_lists_the_failed_checks_with_their_messages() -> Non
     text = str(info.value)
     assert text.startswith("layer is invalid: 1 check(s) failed, 0 ended in an error")
     assert "predict_runs failed: predict raised IndexError" in text
-    assert "reproduce: layercheck run" in text and "--check predict_runs" in text
+    assert "reproduce: layercheck.check_layer(layer, '4,3:BC', only=['predict_runs'], seed=0)" in text
     assert "forward_runs" not in text  # it passed: not listed
 
 

@@ -49,7 +49,7 @@ def test_json_report_matches_the_schema(tmp_path: Path) -> None:
     assert run["target"] == "layers/prelu.py" and run["kind"] == "module" and run["status"] == "passed"
     assert run["inputs"] == [{"size": [4, 3, 5, 2], "format": "SSCB"}]
     assert run["results"][0]["check"] == "predict_runs"
-    assert set(run["results"][0]) == {"check", "variant", "status", "seconds", "message", "details"}
+    assert set(run["results"][0]) == {"check", "variant", "status", "seconds", "message", "notes", "details"}
     assert data["summary"]["passed"] == run["summary"]["passed"] == 1
     assert load(out.read_text()).runs[0].results[0].check == "predict_runs"  # round trip
 

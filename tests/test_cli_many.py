@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT, write_spec
 from typer.testing import CliRunner
 
-from conftest import ROOT, write_spec
 from layercheck.cli import app
 
 LAYERS = ROOT / "layers"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import ROOT, run_zoo, write_spec
 from torch import nn
 from typer.testing import CliRunner
 
-from conftest import ROOT, run_zoo, write_spec
 from layercheck.cli import app
 from layercheck.layout import Layout
 from layercheck.registry import get, select

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 import torch
+from conftest import ROOT, run_zoo
 from torch import nn
 from typer.testing import CliRunner
 
-from conftest import ROOT, run_zoo
 from layercheck.checks.devices import _tf32_off, accelerators
 from layercheck.cli import app
 from layercheck.layout import Layout

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, load_zoo, run_zoo, write_spec
 from torch import nn
 from typer.testing import CliRunner
 
-from conftest import ROOT, load_zoo, run_zoo, write_spec
 from layercheck.cli import app
 from layercheck.layout import Layout
 from layercheck.loading import resolve
@@ -29,7 +29,7 @@ runner = CliRunner()
 def run(layer: type, *layouts: str, seed: int = 0, kwargs: dict | None = None,
         tolerance: dict[str, float] | None = None) -> RunReport:
     target = Target(layer, [Layout.parse(text) for text in layouts], kwargs=kwargs, seed=seed)
-    return run_target(target, select(only=HIGHER), options=Options(seed=seed), tolerance=tolerance)
+    return run_target(target, select(only=HIGHER), options=Options(seed=seed, tolerance=tolerance or {}))
 
 
 def outcome(report: RunReport, check: str) -> tuple[str, str, dict]:
@@ -185,15 +185,18 @@ def test_correct_layers_pass_on_other_seeds(name: str) -> None:
             assert status == "passed", (seed, check, message)
 
 
-def test_results_are_deterministic_for_a_seed_and_honour_the_float64_tolerance() -> None:
+def test_results_are_deterministic_for_a_seed_and_honour_their_own_float64_tolerance() -> None:
     first = outcome(run_zoo("good_higher_mlp", only=HIGHER, seed=4), "gradgrad")[2]["directions"]
     again = outcome(run_zoo("good_higher_mlp", only=HIGHER, seed=4), "gradgrad")[2]["directions"]
     assert first == again
     broken = load_zoo("gradgrad_detached_parameter")
-    loose = run_target(Target(broken.LAYER, [Layout.parse(text) for text in broken.LAYOUTS]), select(only=HIGHER),
-                       tolerance={"float64": 10.0})
+    target = Target(broken.LAYER, [Layout.parse(text) for text in broken.LAYOUTS])
+    loose = run_target(target, select(only=HIGHER), options=Options(tolerance={"gradgrad.float64": 10.0}))
     status, message, details = outcome(loose, "gradgrad")
     assert status == "passed" and details["tolerance"] == 10.0, message
+    # the gradient check's own float64 tolerance does not reach gradgrad
+    strict = run_target(target, select(only=HIGHER), options=Options(tolerance={"float64": 10.0}))
+    assert outcome(strict, "gradgrad")[0] == "failed"
 
 
 def test_double_backward_of_a_known_layer() -> None:

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import failed_checks
 from typer.testing import CliRunner
 
-from conftest import failed_checks
 from layercheck.cli import app
 from layercheck.layout import Layout
 from layercheck.loading import resolve

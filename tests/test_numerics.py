@@ -5,9 +5,9 @@ cost independent of the input size, and narrowing a disagreement down."""
 from __future__ import annotations
 
 import torch
+from conftest import load_zoo
 from torch import nn
 
-from conftest import load_zoo
 from layercheck.layout import Layout
 from layercheck.numerics import (
     BASE_STEP,

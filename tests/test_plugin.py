@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from layercheck import runner
 from layercheck.spec import load_spec
 

@@ -7,9 +7,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, write_spec
 from typer.testing import CliRunner
 
-from conftest import ROOT, write_spec
 from layercheck import runner
 from layercheck.cli import app
 from layercheck.reporting import formats, render

@@ -112,11 +112,11 @@ def test_outcomes_become_results() -> None:
     assert report.status is Status.ERROR  # an error outranks a failure
 
 
-def test_dependents_of_a_failed_prerequisite_are_skipped_naming_it() -> None:
+def test_dependents_of_a_blocking_failure_are_skipped_naming_it() -> None:
     calls = []
 
     def base(ctx: Context) -> None:
-        raise CheckFailed("broken")
+        raise CheckFailed("broken", blocking=True)
 
     def dependent(ctx: Context) -> None:
         calls.append("dependent")
@@ -128,6 +128,33 @@ def test_dependents_of_a_failed_prerequisite_are_skipped_naming_it() -> None:
     statuses = {r.check: (r.status, r.message) for r in report.results}
     assert statuses["dependent"] == (Status.SKIPPED, "needs base, which failed")
     assert calls == ["independent"]
+
+
+def test_a_failure_that_leaves_the_layer_runnable_does_not_switch_off_its_dependents() -> None:
+    calls = []
+
+    def base(ctx: Context) -> None:
+        raise CheckFailed("a property is wrong")
+
+    def dependent(ctx: Context) -> None:
+        calls.append("dependent")
+
+    report = run_target(target(), plan(base, dependent, requires={"dependent": ("base",)}))
+    assert [r.status for r in report.results] == [Status.FAILED, Status.PASSED]
+    assert calls == ["dependent"]
+
+
+def test_a_layer_that_raises_blocks_the_checks_that_need_it() -> None:
+    def base(ctx: Context) -> None:
+        subject = ctx.fresh()
+        subject.forward([torch.zeros(2, 2)])  # a shape the layer cannot broadcast: it raises
+
+    def dependent(ctx: Context) -> None:
+        return None
+
+    report = run_target(target(), plan(base, dependent, requires={"dependent": ("base",)}))
+    assert [r.status for r in report.results] == [Status.FAILED, Status.SKIPPED]
+    assert report.results[1].message == "needs base, which failed"
 
 
 def test_a_hanging_check_times_out_and_the_next_still_runs() -> None:

@@ -6,12 +6,22 @@ from typing import Any
 
 import torch
 
-from layercheck.checks._reference import assert_path_close, predict_is_random, predict_run, reference_predict
-from layercheck.compare import describe_shapes
-from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
-from layercheck.registry import check
-from layercheck.runner import Context
-from layercheck.subject import Target
+from layercheck.sdk import (
+    PREDICT,
+    CheckFailed,
+    CheckSkipped,
+    Context,
+    Target,
+    assert_close,
+    check,
+    describe_shapes,
+    failing,
+    path_allowance,
+    path_tolerances,
+    predict_is_random,
+    predict_run,
+    reference_predict,
+)
 
 _SAMPLED = 4  # observations run one at a time: batch-wide mixing shows in every one, so a few suffice
 
@@ -29,8 +39,9 @@ def _needs_batch(target: Target) -> str | None:
     "observations",
     title="in predict mode a batch gives the same outputs as its observations one at a time",
     matlab="checks with ObservationDimension",
-    requires=("predict_runs",),
+    uses=(PREDICT,),
     applies=_needs_batch,
+    tolerances=path_tolerances("relative difference between an observation's outputs in a batch and alone"),
 )
 def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Predicts a batch, then a few of its observations alone (batches of one, each from
@@ -63,18 +74,16 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
     for i in picks:
         alone = [x if d is None else x.narrow(d, i, 1).clone(memory_format=torch.contiguous_format)
                  for x, d in zip(inputs, dims)]
-        try:
+        with failing(f"a batch of one observation (observation {i} of {size})", observation=i):
             single = predict_run(subject, alone).outputs
-        except LayerRaised as exc:
-            raise CheckFailed(f"a batch of one observation (observation {i} of {size}): {exc}",
-                              observation=i, phase=exc.phase, traceback=exc.trace) from exc
         subject.restore(initial)
         if found is None:
             found = _batch_dims(batched, single, size)
         for j, d in enumerate(found):
             if d is not None:
-                assert_path_close(ctx, [batched[j].narrow(d, i, 1)], [single[j]], names=[f"output {j}"],
-                                  what=f"observation {i} of a batch of {size} vs the same observation alone (batch dim {d})")
+                assert_close([batched[j].narrow(d, i, 1)], [single[j]], names=[f"output {j}"],
+                             allowance=path_allowance(ctx),
+                             what=f"observation {i} of a batch of {size} vs the same observation alone (batch dim {d})")
     assert found is not None
     compared = [j for j, d in enumerate(found) if d is not None]
     if not compared:

@@ -8,23 +8,33 @@ from typing import Any
 import torch
 from torch import nn
 
-from layercheck.compare import assert_close_all, describe_shapes, mismatch
-from layercheck.errors import CheckFailed, CheckSkipped
-from layercheck.registry import check
-from layercheck.runner import Context
-from layercheck.subject import (
+from layercheck.sdk import (
+    EXACT,
+    Allowance,
+    CheckFailed,
+    CheckSkipped,
+    Context,
     Outputs,
     Subject,
-    Target,
+    Tolerance,
+    assert_close,
+    check,
+    describe_shapes,
+    mismatch,
+    modules_only,
+)
+from layercheck.subject import (
     custom_backward_nodes,
     has_uninitialized_parameters,
     initialize,
     signature_accepts,
 )
 
-
-def _only_modules(target: Target) -> str | None:
-    return "operations (autograd.Function) have no initialize hook" if target.kind == "function" else None
+# Predict and forward of a layer whose behaviour does not depend on the mode are the same
+# operations on the same values: only the train/eval switch of a submodule that ignores it
+# separates them. The absolute part of the allowance is a tenth of the relative one.
+_AGREE = Tolerance("float32", 1e-5, "relative difference between predict and forward outputs of a layer that "
+                   "shows no reason to depend on the mode")
 
 
 @check(
@@ -55,7 +65,7 @@ def signatures(ctx: Context) -> str:
         checked = ["forward", "backward"]
     else:
         layer = cls if ctx.target.instance is None else ctx.target.instance
-        problems.append(signature_accepts(_method(layer, "forward"), n, skip_first=isinstance(layer, type)))
+        problems.append(signature_accepts(layer.forward, n, skip_first=isinstance(layer, type)))
         checked = ["forward"]
         for hook, count in (("predict", n), ("initialize", n), ("reset_state", 0)):
             fn = getattr(layer, hook, None)
@@ -72,7 +82,7 @@ def signatures(ctx: Context) -> str:
     "initialize",
     title="initialize creates what the layer needs and keeps what is already set",
     matlab="initializeDoesNotChangeLearnablesWhenTheyAreNotEmpty",
-    applies=_only_modules,
+    applies=modules_only("operations (autograd.Function) have no initialize hook"),
     needs_subject=False,
 )
 def initialize_keeps_values(ctx: Context) -> tuple[str, dict[str, Any]]:
@@ -141,6 +151,7 @@ def forward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     title="forward and predict agree in number, size, dtype (and values unless mode-dependent)",
     matlab="forwardPredictAreConsistentInSize",
     requires=("predict_runs", "forward_runs"),
+    tolerances=(_AGREE,),
 )
 def forward_predict_agree(ctx: Context) -> str:
     """Compares the outputs of predict and of the training forward on the same inputs.
@@ -165,21 +176,22 @@ def forward_predict_agree(ctx: Context) -> str:
                 f"output {i}: predict gives {describe_shapes([p])[0]}, forward gives {describe_shapes([f])[0]}",
                 output=i, predict=describe_shapes([p])[0], forward=describe_shapes([f])[0],
             )
+    rtol = ctx.tolerance(torch.float32)
+    allowed = Allowance(rtol, rtol / 10)
     differs = any(
-        mismatch(p, f, rtol=1e-5, atol=1e-6) is not None for p, f in zip(predicted, forwarded) if p.is_floating_point()
+        mismatch(p, f, allowed) is not None for p, f in zip(predicted, forwarded) if p.is_floating_point()
     ) or any(not torch.equal(p, f) for p, f in zip(predicted, forwarded) if not p.is_floating_point())
     if not differs:
         return f"{len(predicted)} output(s) agree in size, dtype and value"
     reason = _mode_dependence(ctx, subject)
     if reason is not None:
         return f"{len(predicted)} output(s) agree in size and dtype; values differ as expected: {reason}"
-    assert_close_all(predicted, forwarded, what="forward and predict disagree, and the layer shows no reason to "
-                     "depend on the mode", tolerance=(1e-5, 1e-6), labels=("predict", "forward"))
-    raise CheckFailed("forward and predict differ")  # unreachable: assert_close_all raised
+    assert_close(predicted, forwarded, what="forward and predict disagree, and the layer shows no reason to "
+                 "depend on the mode", allowance=allowed, labels=("predict", "forward"))
+    raise CheckFailed("forward and predict differ")  # unreachable: assert_close raised
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
 
 
 def _mode_dependence(ctx: Context, subject: Subject) -> str | None:
@@ -233,7 +245,8 @@ def _reads_training(cls: type) -> bool:
 def _expect_tensors(raw: Any, phase: str) -> Outputs:
     out = Outputs.of(raw)
     if not out.tensors:
-        raise CheckFailed(f"{phase} returned no tensor (got {type(raw).__name__})", returned=type(raw).__name__)
+        raise CheckFailed(f"{phase} returned no tensor (got {type(raw).__name__})", blocking=True,
+                          returned=type(raw).__name__)
     return out
 
 
@@ -253,7 +266,7 @@ def _assert_unchanged(before: dict[str, torch.Tensor], after: dict[str, torch.Te
         new = after[name]
         if new.shape != old.shape or new.dtype != old.dtype:
             raise CheckFailed(f"{what}: {describe_shapes([old])[0]} became {describe_shapes([new])[0]}", tensor=name)
-        found = mismatch(old, new, rtol=0.0, atol=0.0)
+        found = mismatch(old, new, EXACT)
         if found is not None:
             raise CheckFailed(
                 f"{what}: at index {tuple(found['index'])} {found['expected']:.6g} became {found['actual']:.6g}",
@@ -269,7 +282,3 @@ def _overrides(cls: type, base: type, name: str) -> Any:
         if name in vars(klass):
             return vars(klass)[name]
     return None
-
-
-def _method(layer: Any, name: str) -> Any:
-    return getattr(layer, name)

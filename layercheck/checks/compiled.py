@@ -8,52 +8,47 @@ import importlib
 import inspect
 import io
 import logging
-import re
 import sys
-import sysconfig
 import time
 import traceback
 import warnings
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from layercheck.checks._reference import (
-    assert_same_unless_random,
+from layercheck.sdk import (
+    FORWARD,
+    PREDICT,
+    CheckError,
+    CheckFailed,
+    CheckSkipped,
+    Context,
+    LayerRaised,
+    Outputs,
     Run,
+    Subject,
+    Target,
+    assert_same_unless_random,
+    chain,
+    check,
     comparable,
     forward_is_random,
     forward_run,
     output_names,
+    path_allowance,
+    path_tolerances,
     predict_is_random,
     predict_run,
     reference_forward,
     reference_predict,
+    rounding_allowance_of,
+    rounding_tolerances,
+    seeded,
+    user_frame,
 )
-from layercheck.compare import rounding_tolerance
-from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
-from layercheck.registry import check
-from layercheck.runner import Context
-from layercheck.subject import Outputs, Subject, Target, seeded
-
-# Frames in these folders are torch's, layercheck's or Python's, not the layer's (packages
-# installed in site-packages, inside the standard library's folder, may be the layer's).
-_NOT_THE_LAYER = (Path(torch.__file__).resolve().parent, Path(__file__).resolve().parent.parent)
-
-
-def _generated_code_dirs() -> tuple[Path, ...]:
-    """Where inductor writes the code it generates: its frames are torch's, not the layer's."""
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-    except ImportError:
-        return ()
-    return (Path(cache_dir()).resolve(),)
-_STDLIB = Path(sysconfig.get_paths()["stdlib"]).resolve()
-_PACKAGES = tuple({Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")})
 
 # How much of torch's own error text and console output a failure keeps in its details.
 _LONG_TEXT = 6000
@@ -99,8 +94,10 @@ def _export_missing(target: Target) -> str | None:
     title="torch.export captures predict and the exported program matches eager",
     matlab="code generation compatibility",
     default=False,
-    requires=("predict_runs",),
+    uses=(PREDICT,),
     applies=_export_missing,
+    tolerances=rounding_tolerances("relative difference between the exported program's and eager predict's outputs "
+                                   "and state"),
 )
 def export_matches_eager(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Captures the prediction path (eval mode; ``predict`` if the layer defines it; an
@@ -144,8 +141,8 @@ def export_matches_eager(ctx: Context) -> tuple[str, dict[str, Any]]:
             names.append(f"state {name!r}")
             expected.append(value)
             actual.append(state[name].detach())
-    compared = assert_same_unless_random(ctx, expected, actual, names=names, what="the exported program vs eager predict",
-                                         labels=("eager", "exported"), tolerance=lambda e: _rounding(ctx, e),
+    compared = assert_same_unless_random(expected, actual, names=names, what="the exported program vs eager predict",
+                                         labels=("eager", "exported"), allowance=rounding_allowance_of(ctx),
                                          random=lambda: predict_is_random(ctx))
     nodes = sum(1 for node in program.graph.nodes if node.op == "call_function")
     note = "" if compared else " in size and dtype (predict draws random numbers: values are not compared)"
@@ -165,14 +162,6 @@ def _resized_state(ctx: Context, subject: Subject) -> str:
             return (f" (predict changes the size of state {name!r} from {tuple(before.shape)} to "
                     f"{tuple(now.shape)}; an exported program updates buffers in place at their captured size)")
     return ""
-
-
-def _rounding(ctx: Context, expected: torch.Tensor) -> tuple[float, float]:
-    """The exported program runs the same ATen operations as eager: only rounding may differ
-    (a decomposition, another kernel for the same operation). The user's tolerance for the
-    dtype, if given, replaces the relative part."""
-    rtol, atol = rounding_tolerance(expected.dtype)
-    return ctx.tolerance(expected.dtype, rtol), atol
 
 
 def _export_options() -> tuple[dict[str, Any], str]:
@@ -208,8 +197,10 @@ def _compile_missing(target: Target) -> str | None:
     title="torch.compile gives eager's outputs, gradients and state in predict and forward",
     matlab="Acceleratable",
     default=False,
-    requires=("predict_runs", "forward_runs", "backward_runs"),
+    uses=(PREDICT, FORWARD),
     applies=_compile_missing,
+    tolerances=path_tolerances("relative difference between compiled and eager outputs, gradients and state "
+                               "(fused kernels sum in another order)"),
 )
 def compile_matches_eager(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Compiles the layer with ``torch.compile`` and its default backend (inductor; on the
@@ -239,8 +230,8 @@ def compile_matches_eager(ctx: Context) -> tuple[str, dict[str, Any]]:
     ):
         names, expected, actual = comparable(eager, compiled)
         # Fused kernels sum in another order: the tolerance for the same math along another path.
-        if not assert_same_unless_random(ctx, expected, actual, names=names, what=f"compiled {mode} vs eager",
-                                         labels=("eager", "compiled"), random=is_random):
+        if not assert_same_unless_random(expected, actual, names=names, what=f"compiled {mode} vs eager",
+                                         labels=("eager", "compiled"), random=is_random, allowance=path_allowance(ctx)):
             random.append(mode)
     counts = {"output(s)": len(predicted.outputs), "gradient(s)": sum(1 for _, g in forwarded.grads if g is not None),
               "state tensor(s)": sum(1 for value in forwarded.state.values() if value is not None)}
@@ -311,7 +302,7 @@ def _graph_breaks() -> Counter[str]:
 
 def _skip_if_environment(exc: BaseException) -> None:
     """A missing C++ compiler (inductor on the CPU) is the machine's problem, not the layer's."""
-    for link in _chain(exc):
+    for link in chain(exc):
         text = f"{type(link).__name__}: {link}"
         if "InvalidCxxCompiler" in text or "C++ compiler" in text or "No working C++" in text:
             raise CheckSkipped(f"torch.compile's default backend (inductor) needs a working C++ compiler on the "
@@ -322,9 +313,9 @@ def _raise_if_not_importable(exc: BaseException) -> None:
     """TorchDynamo imports the modules of the globals it meets (an autograd.Function class)
     by name: a module loaded from a file without registering it in ``sys.modules`` cannot
     be compiled. That is how the layer was loaded, not what it does: an error, not a failure."""
-    for link in _chain(exc):
+    for link in chain(exc):
         if isinstance(link, ModuleNotFoundError) and link.name and link.name not in sys.modules:
-            raise RuntimeError(
+            raise CheckError(
                 f"torch.compile imports the layer's module {link.name!r} by name, and it is not in sys.modules "
                 "(loaded from a file without registering it); layercheck's loader registers the files it loads"
             ) from exc
@@ -335,8 +326,8 @@ def _raise_if_torch_crashed(exc: BaseException) -> None:
     traceback nor among the user frames TorchDynamo quotes, is torch's compiler failing on
     its own: an error of the check (a torch bug or a broken install), not a failure of the
     layer. Errors the layer's code raises under compile point at it and stay failures."""
-    if _layer_frame(exc) is None:
-        raise RuntimeError(f"torch.compile failed inside torch, at no line of the layer: {_condense(exc)} "
+    if user_frame(exc) is None:
+        raise CheckError(f"torch.compile failed inside torch, at no line of the layer: {_condense(exc)} "
                            "(a torch bug or a broken install, not the layer's fault; --skip compile "
                            "leaves it out)") from exc
 
@@ -362,7 +353,7 @@ def _quiet() -> Iterator[io.StringIO]:
 def _capture_failed(what: str, exc: BaseException, console: io.StringIO, *, via: str) -> CheckFailed:
     """A failure whose message is torch's reason in a line or two plus the layer's line;
     torch's full text (often a hundred lines) goes into the details."""
-    frame = _layer_frame(exc)
+    frame = user_frame(exc)
     where = f" at {frame}" if frame else ""
     details: dict[str, Any] = {
         "via": via,
@@ -398,50 +389,6 @@ _HINTS = (
     ("data-dependent", " (the layer branches on a tensor's values or turns them into Python numbers: use "
                        "torch.where or torch.cond, keep values in tensors)"),
 )
-
-
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>[^\s,]+)(?:, code: (?P<code>.+))?'
-                    r'(?:\n[ \t]+(?P<next>\S.*))?')
-
-
-def _layer_frame(exc: BaseException) -> str | None:
-    """The deepest line of the layer's own code the error points at: from the traceback
-    (non-strict export, eager errors) or from the frames torch quotes in its message
-    (TorchDynamo's "from user code:")."""
-    found: list[tuple[str, str, str, str]] = []
-    for link in _chain(exc):
-        for frame in traceback.extract_tb(link.__traceback__):
-            found.append((frame.filename, str(frame.lineno), frame.name, (frame.line or "").strip()))
-        for match in _FRAME.finditer(str(link)):
-            code = match["code"] or match["next"] or ""
-            found.append((match["file"], match["line"], match["name"], code.strip().strip("^~ ")))
-    mine = [f for f in found if _is_layer_file(f[0])]
-    if not mine:
-        return None
-    file, line, name, code = mine[-1]
-    return f"{file}:{line} in {name}" + (f" ({code})" if code else "")
-
-
-def _is_layer_file(filename: str) -> bool:
-    if filename.startswith("<"):
-        return False
-    try:
-        path = Path(filename).resolve()
-    except (OSError, ValueError):
-        return False
-    if any(path.is_relative_to(folder) for folder in _NOT_THE_LAYER + _generated_code_dirs()):
-        return False
-    return not path.is_relative_to(_STDLIB) or any(path.is_relative_to(folder) for folder in _PACKAGES)
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    """The exception and those it was raised from or during, outermost first."""
-    chain: list[BaseException] = []
-    link: BaseException | None = exc
-    while link is not None and link not in chain:
-        chain.append(link)
-        link = link.__cause__ or link.__context__
-    return chain
 
 
 def _prediction_module(subject: Subject) -> tuple[nn.Module, str]:

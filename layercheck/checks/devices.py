@@ -7,39 +7,41 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from layercheck.checks._reference import (
+from layercheck.sdk import (
+    FORWARD,
+    PREDICT,
+    CheckFailed,
+    CheckSkipped,
+    Context,
+    LayerRaised,
     Run,
+    accelerators,
     assert_same_unless_random,
+    check,
     comparable,
+    failing,
     forward_is_random,
     forward_run,
+    layer_failure,
     output_names,
+    path_allowance,
+    path_tolerances,
     predict_is_random,
     predict_run,
     present_grads,
     reference_forward,
     reference_predict,
 )
-from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
-from layercheck.registry import check
-from layercheck.runner import Context
-
-
-def accelerators() -> tuple[str, ...]:
-    """The accelerators present: ``cuda:N`` for each CUDA device, then ``mps``."""
-    found = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        found.append("mps")
-    return tuple(found)
 
 
 @check(
     "device",
     title="on each accelerator, outputs and gradients stay on it and agree with the CPU",
     matlab="predict/forward/backwardIsConsistentInType (gpuArray)",
-    requires=("predict_runs", "forward_runs", "backward_runs"),
+    uses=(PREDICT, FORWARD),
     variants=accelerators() or ("",),
+    tolerances=path_tolerances("relative difference between outputs, gradients and state on the device and on "
+                               "the CPU"),
 )
 def device(ctx: Context) -> str:
     """Moves the layer with ``.to(device)``, runs predict and forward+backward there on the
@@ -93,11 +95,9 @@ def _usable(dev: torch.device) -> bool:
 def _compare_on(ctx: Context, dev: torch.device) -> set[str]:
     """Predict, forward and backward on ``dev`` against the shared CPU runs; returns the
     modes whose values differ because the layer draws random numbers."""
-    try:
+    with failing(f"on {dev}"):
         predicted = predict_run(ctx.fresh(device=dev))
         forwarded = forward_run(ctx, ctx.fresh(device=dev))
-    except LayerRaised as exc:
-        raise CheckFailed(f"on {dev}, {exc}", phase=exc.phase, traceback=exc.trace) from exc
     _assert_runs_on(dev, predicted, forwarded)
     random = set()
     for mode, cpu, other, is_random in (
@@ -105,8 +105,8 @@ def _compare_on(ctx: Context, dev: torch.device) -> set[str]:
         ("forward", reference_forward(ctx), forwarded, lambda: forward_is_random(ctx)),
     ):
         names, expected, actual = comparable(cpu, other)
-        if not assert_same_unless_random(ctx, expected, actual, random=is_random, names=names,
-                                         what=f"{mode} on {dev} vs the CPU"):
+        if not assert_same_unless_random(expected, actual, random=is_random, names=names,
+                                         allowance=path_allowance(ctx), what=f"{mode} on {dev} vs the CPU"):
             random.add(mode)
     return random
 
@@ -197,10 +197,8 @@ def meta_device(ctx: Context) -> str:
         forwarded = forward_run(ctx, ctx.fresh(device="meta"))
     except LayerRaised as exc:
         if _pinned_to_cpu(exc.exc):
-            raise CheckFailed(
-                f"on the meta device, {exc}: a tensor the layer uses is pinned to the CPU (created without "
-                "device=, or a plain tensor attribute)", phase=exc.phase, traceback=exc.trace,
-            ) from exc
+            raise layer_failure(exc, "on the meta device", hint=": a tensor the layer uses is pinned to the CPU "
+                                "(created without device=, or a plain tensor attribute)") from exc
         raise CheckSkipped(f"the layer cannot run on the meta device, which has no values ({exc}); "
                            "tensors pinned to the CPU were not looked for") from exc
     grads = _assert_runs_on(torch.device("meta"), predicted, forwarded)

@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import torch
 
-from layercheck.checks._reference import Run, forward_run, predict_run, reference_forward, reference_predict
-from layercheck.compare import DTYPES
-from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
-from layercheck.registry import check
-from layercheck.runner import Context
-
+from layercheck.sdk import (
+    DTYPES,
+    FORWARD,
+    PREDICT,
+    CheckFailed,
+    CheckSkipped,
+    Context,
+    LayerRaised,
+    Run,
+    check,
+    dtype_name,
+    forward_run,
+    layer_failure,
+    predict_run,
+    reference_forward,
+    reference_predict,
+)
 
 
 @check(
     "dtype",
     title="outputs, gradients and state keep the input's floating-point type",
     matlab="predictIsConsistentInType, forwardIsConsistentInType, backwardIsConsistentInType",
-    requires=("predict_runs", "forward_runs", "backward_runs"),
+    uses=(PREDICT, FORWARD),
     variants=("float32", "float64"),
     optional_variants=("float16", "bfloat16"),
 )
@@ -50,8 +61,8 @@ def dtype(ctx: Context) -> str:
             checked += 1
             if t.dtype != want:
                 raise CheckFailed(
-                    f"with {ctx.variant} inputs and layer, {phase} {name} is {str(t.dtype).removeprefix('torch.')}",
-                    phase=phase, tensor=name, expected=ctx.variant, actual=str(t.dtype).removeprefix("torch."),
+                    f"with {ctx.variant} inputs and layer, {phase} {name} is {dtype_name(t.dtype)}",
+                    phase=phase, tensor=name, expected=ctx.variant, actual=dtype_name(t.dtype),
                 )
     return f"{checked} output, gradient and state tensor(s) stay {ctx.variant}"
 
@@ -64,13 +75,13 @@ def _runs(ctx: Context, want: torch.dtype) -> tuple[Run, Run]:
     try:
         return predict_run(ctx.fresh(dtype=want)), forward_run(ctx, ctx.fresh(dtype=want))
     except LayerRaised as exc:
-        name = str(want).removeprefix("torch.")
+        name = dtype_name(want)
         if want in (torch.float16, torch.bfloat16) and _unsupported_on_cpu(exc.exc):
             raise CheckSkipped(
                 f"{name} is not supported on the CPU by an operation the layer uses ({exc}); "
                 f"run this variant where {name} kernels exist (e.g. a GPU)"
             ) from exc
-        raise CheckFailed(f"with {name} inputs and layer, {exc}", phase=exc.phase, traceback=exc.trace) from exc
+        raise layer_failure(exc, f"with {name} inputs and layer") from exc
 
 
 def _is_float32(ctx: Context) -> bool:

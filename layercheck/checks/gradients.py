@@ -5,37 +5,55 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from layercheck.checks._reference import cotangents, forward_is_random
-from layercheck.compare import DTYPES, mismatch
-from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
 from layercheck.numerics import (
     GRADIENT_TOLERANCE,
     Backprop,
-    FiniteDifferences,
     Finding,
+    FiniteDifferences,
     LayerFunction,
     Verdict,
     diagnose,
-    gradient_tolerance,
     judge,
 )
-from layercheck.registry import check
-from layercheck.runner import Context
+from layercheck.registry import GRADIENTS, check
+from layercheck.sdk import (
+    DTYPES,
+    FORWARD,
+    Allowance,
+    CheckFailed,
+    CheckSkipped,
+    Context,
+    LayerRaised,
+    Tolerance,
+    all_finite,
+    cotangents,
+    dtype_name,
+    forward_is_random,
+    largest,
+    layer_failure,
+    mismatch,
+    relative_difference,
+)
 from layercheck.subject import Subject, backward_nodes
-
 
 # needs_input_grad compares a float32 backward with the same backward when more tensors
 # require grad: the same operations, so only a different summation order can separate them
 # (1e-6 or less); a gradient packed into the wrong slot or computed from the wrong branch is
 # off by its own size.
 FROZEN_TOLERANCE = 1e-3
+
+# The gradient check's tolerances (numerics.GRADIENT_TOLERANCE explains the figures).
+_GRADIENT_TOLERANCES = tuple(
+    Tolerance(dtype_name(dtype), value,
+              "relative error of directional derivatives against float64 finite differences" if dtype is torch.float64
+              else "relative difference (norm) of each tensor's gradient from the float64 gradient")
+    for dtype, value in GRADIENT_TOLERANCE.items())
 
 
 # -- what a hand-written backward returns ------------------------------------------------------
@@ -58,8 +76,8 @@ class RawGradient:
         return self.shape != self.expected_shape or self.dtype != self.expected_dtype
 
     def describe(self) -> str:
-        return (f"{self.function}.backward returned a gradient of size {self.shape} {_dtype_name(self.dtype)} "
-                f"for its input {self.position}, which is {self.expected_shape} {_dtype_name(self.expected_dtype)}")
+        return (f"{self.function}.backward returned a gradient of size {self.shape} {dtype_name(self.dtype)} "
+                f"for its input {self.position}, which is {self.expected_shape} {dtype_name(self.expected_dtype)}")
 
 
 class BackwardRecorder:
@@ -220,7 +238,7 @@ def float64_reference(ctx: Context) -> Reference:
             raise CheckSkipped("the layer returns no floating output: there is nothing to differentiate")
         _skip_unless_finite(run, "float64")
         fd = FiniteDifferences(fn, [w for w in run.cotangents if w is not None], seed=ctx.seed, outputs=run.outputs)
-        tolerance = ctx.tolerance(torch.float64, GRADIENT_TOLERANCE[torch.float64])
+        tolerance = ctx.tolerance_of(GRADIENTS, "float64")  # the gradient check's verdict, whoever asks first
         return Reference(fd, run, judge(fd, run.grads, tolerance))
 
     return ctx.shared("layercheck.gradients.float64", build)
@@ -228,11 +246,11 @@ def float64_reference(ctx: Context) -> Reference:
 
 def _skip_unless_finite(run: Backprop, dtype: str) -> None:
     for i, y in enumerate(run.outputs):
-        if not _finite(y):
+        if not all_finite(y):
             raise CheckSkipped(f"{dtype} output {i} is not finite on the generated inputs, so no finite "
                                "difference can be taken (the finite check reports it)")
     for g in run.grads:
-        if g is not None and not _finite(g):
+        if g is not None and not all_finite(g):
             raise CheckSkipped(f"a {dtype} gradient is not finite on the generated inputs (the finite check reports it)")
 
 
@@ -260,7 +278,7 @@ def backward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     if run.error is not None and run.recorder.wrong():
         error = run.error
         raise CheckFailed(f"backward raised {type(error.exc).__name__}: {str(error.exc).splitlines()[0]}; the cause: "
-                          f"{run.recorder.wrong()[0].describe()}", phase="backward", traceback=error.trace,
+                          f"{run.recorder.wrong()[0].describe()}", blocking=True, phase="backward", traceback=error.trace,
                           returned=[_raw_dict(r) for r in run.recorder.wrong()])
     result = run.check_ran()
     names = run.fn.names
@@ -272,11 +290,11 @@ def backward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
         raise CheckFailed(
             f"none of the {len(result.outputs)} floating output(s) carries a gradient: each is detached or "
             "computed from non-differentiable operations, so nothing reaches the inputs and parameters",
-            outputs=len(result.outputs))
+            blocking=True, outputs=len(result.outputs))
     missing = [name for name, g in zip(names, result.grads) if g is None]
     if missing:
         what = "; ".join(_why_none(name) for name in missing)
-        raise CheckFailed(f"{len(missing)} of {len(names)} tensor(s) receive no gradient: {what}",
+        raise CheckFailed(f"{len(missing)} of {len(names)} tensor(s) receive no gradient: {what}", blocking=True,
                           missing=missing, reached=[n for n in names if n not in missing])
     return f"gradients reach {_count_names(names)}", {"tensors": names, "hand_written_backward": run.recorder.functions}
 
@@ -314,8 +332,8 @@ def backward_size(ctx: Context) -> tuple[str, dict[str, Any]]:
     for name, value, g in zip(run.fn.names, run.fn.point, result.grads):
         if g is not None and (g.shape != value.shape or g.dtype != value.dtype):
             raise CheckFailed(
-                f"the gradient of {name} is {tuple(g.shape)} {_dtype_name(g.dtype)}, the tensor is "
-                f"{tuple(value.shape)} {_dtype_name(value.dtype)}", tensor=name)
+                f"the gradient of {name} is {tuple(g.shape)} {dtype_name(g.dtype)}, the tensor is "
+                f"{tuple(value.shape)} {dtype_name(value.dtype)}", tensor=name)
     message = f"the gradients of {_count_names(run.fn.names)} have their tensors' sizes and dtypes"
     if run.recorder.functions:
         message += (f"; hand-written backward of {', '.join(run.recorder.functions)} returned "
@@ -328,8 +346,10 @@ def backward_size(ctx: Context) -> tuple[str, dict[str, Any]]:
     title="analytic gradients of inputs and parameters agree with float64 finite differences",
     matlab="gradientsAreNumericallyCorrect",
     requires=("forward_runs", "backward_runs", "backward_size"),
+    uses=(FORWARD,),  # forward_is_random reads the shared forward run
     variants=("float64", "float32"),
     optional_variants=("float16", "bfloat16"),
+    tolerances=_GRADIENT_TOLERANCES,
 )
 def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Compares the analytic gradients of every floating input and every learnable
@@ -361,6 +381,8 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     "needs_input_grad",
     title="gradients stay right when only some inputs or parameters require grad",
     requires=("forward_runs", "backward_runs", "backward_size"),
+    tolerances=(Tolerance("float32", FROZEN_TOLERANCE, "relative difference (norm) of a gradient from its value "
+                          "when every tensor requires grad"),),
 )
 def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Freezes each parameter in turn and takes each input out of the gradient computation
@@ -379,7 +401,7 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
     names = reference.fn.names
     if len(names) < 2:
         raise CheckSkipped(f"only {_count_names(names)} takes gradients: there is nothing to freeze")
-    tolerance = ctx.tolerance(torch.float32, FROZEN_TOLERANCE)
+    tolerance = ctx.tolerance(torch.float32)
     masks = _masks(ctx, reference.fn)
     worst = 0.0
     for description, requires in masks:
@@ -388,8 +410,7 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
         try:
             result = fn.gradient(full.cotangents, requires=requires)
         except LayerRaised as exc:
-            raise CheckFailed(f"{description}, {exc.phase} raised {type(exc.exc).__name__}: {exc.exc}",
-                              mask=description, phase=exc.phase, traceback=exc.trace) from exc
+            raise layer_failure(exc, description, mask=description) from exc
         for slot, name in enumerate(names):
             expected = full.grads[slot]
             if not requires[slot] or expected is None:
@@ -399,10 +420,10 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
                 raise CheckFailed(f"{description}, {name} receives no gradient (it does when every tensor "
                                   "requires grad): the backward put it in another slot or skipped it",
                                   mask=description, tensor=name)
-            difference = _relative_difference(got, expected)
+            difference = relative_difference(got, expected)
             worst = max(worst, difference)
             if difference > tolerance:
-                found = mismatch(expected, got, rtol=0.0, atol=tolerance * _largest(expected)) or {}
+                found = mismatch(expected, got, Allowance(0.0, tolerance * largest(expected))) or {}
                 where = (f"; worst at index {tuple(found['index'])}: {found['actual']:.6g} vs {found['expected']:.6g}"
                          if found else "")
                 raise CheckFailed(
@@ -430,11 +451,11 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     """A lower precision's backward against the float64 one, tensor by tensor (norm of the
     difference over the norm of the float64 gradient); the float64 one is vouched for by the
     finite differences, so agreeing with it is agreeing with them."""
-    name = _dtype_name(dtype)
+    name = dtype_name(dtype)
     low, high = _lower_run(ctx, ref, dtype)
-    tolerance = ctx.tolerance(dtype, gradient_tolerance(dtype))
+    tolerance = ctx.tolerance(dtype)
     names = ref.fd.fn.names
-    differences = [_relative_difference(g, e) if g is not None and e is not None else 0.0 for g, e in zip(low, high)]
+    differences = [relative_difference(g, e) if g is not None and e is not None else 0.0 for g, e in zip(low, high)]
     worst = max(range(len(names)), key=lambda i: differences[i])
     details: dict[str, Any] = {"tolerance": tolerance, "relative_differences": dict(zip(names, differences)),
                                "float64": ref.verdict.to_dict()}
@@ -453,7 +474,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     if ref.verdict.passed:
         g, e = low[worst], high[worst]
         assert g is not None and e is not None
-        found = mismatch(e, g, rtol=0.0, atol=tolerance * _largest(e)) or {}
+        found = mismatch(e, g, Allowance(0.0, tolerance * largest(e))) or {}
         where = (f"; worst at index {tuple(found['index'])}: {name} {found['actual']:.6g} vs float64 "
                  f"{found['expected']:.6g}" if found else "")
         raise CheckFailed(
@@ -482,7 +503,7 @@ def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[t
         low = LayerFunction(subject, subject.inputs()).gradient(lambda outputs: cotangents(ctx, outputs))
     except LayerRaised as exc:
         if "not implemented for" in str(exc.exc):
-            raise CheckSkipped(f"{_dtype_name(dtype)} is not supported on the CPU by an operation the layer uses "
+            raise CheckSkipped(f"{dtype_name(dtype)} is not supported on the CPU by an operation the layer uses "
                                f"({exc}); run this variant where such kernels exist (e.g. a GPU)") from exc
         raise
     upcast = copy.deepcopy(subject.module).to(torch.float64) if subject.module is not None else None
@@ -561,31 +582,6 @@ def _count_names(names: Sequence[str]) -> str:
     return " and ".join(parts) or "no tensor"
 
 
-def _relative_difference(got: torch.Tensor, expected: torch.Tensor) -> float:
-    g = got.detach().to(torch.float64)
-    e = expected.detach().to(torch.float64)
-    if g.shape != e.shape:
-        return math.inf
-    norm = float(e.norm())
-    diff = float((g - e).norm())
-    if norm == 0:
-        return 0.0 if diff == 0 else math.inf
-    return diff / norm
-
-
-def _finite(t: torch.Tensor) -> bool:
-    """All elements finite (one reduction: NaN and inf both make the largest magnitude non-finite)."""
-    return t.numel() == 0 or math.isfinite(float(t.detach().abs().max()))
-
-
-def _largest(t: torch.Tensor) -> float:
-    return float(t.detach().abs().max()) if t.numel() else 0.0
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
 def _raw_dict(r: RawGradient) -> dict[str, Any]:
-    return {"function": r.function, "position": r.position, "size": list(r.shape), "dtype": _dtype_name(r.dtype),
-            "expected_size": list(r.expected_shape), "expected_dtype": _dtype_name(r.expected_dtype)}
+    return {"function": r.function, "position": r.position, "size": list(r.shape), "dtype": dtype_name(r.dtype),
+            "expected_size": list(r.expected_shape), "expected_dtype": dtype_name(r.expected_dtype)}

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import warnings
 import zlib
 from collections.abc import Iterator, Sequence
@@ -40,19 +39,44 @@ import torch.autograd.forward_ad as fwAD
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from layercheck.checks.gradients import Reference, _agreement, _count_names, _custom_functions, _disagreement, \
-    float64_reference
-from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
-from layercheck.numerics import EPS64, Backprop, Comparison, FiniteDifferences, GradientFunction, LayerFunction, \
-    Probe, judge
+from layercheck.checks.gradients import (
+    Reference,
+    _agreement,
+    _count_names,
+    _custom_functions,
+    _disagreement,
+    float64_reference,
+)
+from layercheck.numerics import (
+    EPS64,
+    GRADIENT_TOLERANCE,
+    Backprop,
+    Comparison,
+    FiniteDifferences,
+    GradientFunction,
+    LayerFunction,
+    Probe,
+    judge,
+)
 from layercheck.registry import check
-from layercheck.runner import Context
+from layercheck.sdk import (
+    CheckFailed,
+    CheckSkipped,
+    Context,
+    LayerRaised,
+    Tolerance,
+    ratio,
+)
 from layercheck.subject import Outputs
 
 # Both checks are judged against the gradient check's float64 finite differences, so their
 # prerequisites are the gradient check's and the gradient check itself: a wrong first
 # gradient is reported once, there.
 PREREQUISITES = ("forward_runs", "backward_runs", "backward_size", "gradients")
+
+# Judged like the gradient check's float64 variant: a relative error of directional derivatives.
+_FLOAT64 = Tolerance("float64", GRADIENT_TOLERANCE[torch.float64],
+                     "relative error of directional derivatives against float64 finite differences")
 
 # The code of the wrapper @once_differentiable puts around a backward: how a marked one is told apart.
 _ONCE_DIFFERENTIABLE = once_differentiable(lambda ctx: None).__code__
@@ -76,6 +100,7 @@ def _reference(ctx: Context) -> Reference:
     title="second derivatives (double backward) agree with finite differences of the gradient",
     default=False,
     requires=PREREQUISITES,
+    tolerances=(_FLOAT64,),
 )
 def gradgrad(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Differentiates the first gradient of a float64 copy a second time (``create_graph=True``,
@@ -110,7 +135,7 @@ def gradgrad(ctx: Context) -> tuple[str, dict[str, Any]]:
     if first.delayed:
         raise _once_differentiable(fn)
     fd = FiniteDifferences(first, [first.contraction], seed=ctx.seed)
-    verdict = judge(fd, hvp, ref.verdict.tolerance)
+    verdict = judge(fd, hvp, ctx.tolerance(torch.float64))
     details: dict[str, Any] = {**verdict.to_dict(), "tensors": first.names, "evaluations": fd.evaluations}
     if verdict.passed:
         return f"double backward of {_tensors_and_cotangents(first.names)}: {_agreement(verdict)}", details
@@ -174,6 +199,7 @@ def _first_line(exc: BaseException) -> str:
     title="forward-mode derivatives (jvp) agree with finite differences and reverse mode",
     default=False,
     requires=PREREQUISITES,
+    tolerances=(_FLOAT64,),
 )
 def forward_ad(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Runs the training forward of a float64 copy with every floating input and learnable
@@ -195,16 +221,18 @@ def forward_ad(ctx: Context) -> tuple[str, dict[str, Any]]:
     ref = _reference(ctx)
     subject = ctx.fresh(torch.float64)
     fn = LayerFunction(subject, subject.inputs())
-    tolerance = ref.verdict.tolerance
+    tolerance = ctx.tolerance(torch.float64)
     rows: list[dict[str, Any]] = []
     bad: list[tuple[Comparison, Comparison, list[float]]] = []
-    for reverse in ref.verdict.comparisons:
+    for judged in ref.verdict.comparisons:
+        # the gradient check's comparison, held to this check's tolerance (its noise allowance kept)
+        reverse = dataclasses.replace(judged, bound=judged.bound + (tolerance - ref.verdict.tolerance) * judged.spread)
         per_output = _forward_derivatives(fn, ref.fd.directions(reverse.probe), ref.run.cotangents)
         forward = dataclasses.replace(reverse, analytic=sum(per_output))
         gap = abs(forward.analytic - reverse.analytic)
         rows.append({"draw": reverse.probe.draw, "jvp": forward.analytic, "reverse": reverse.analytic,
                      "numeric": reverse.numeric, "one_sided": list(reverse.one_sided),
-                     "relative_error": forward.relative_error, "relative_to_reverse": _relative(gap, reverse.spread),
+                     "relative_error": forward.relative_error, "relative_to_reverse": ratio(gap, reverse.spread),
                      "kink_crossed": forward.kink_crossed})
         if not forward.agrees or gap > reverse.bound:
             bad.append((reverse, forward, per_output))
@@ -214,24 +242,24 @@ def forward_ad(ctx: Context) -> tuple[str, dict[str, Any]]:
         return (f"jvp of {_count_names(fn.names)} along {len(rows)} random directions agrees with float64 finite "
                 f"differences and with reverse mode (largest relative error {worst['relative_error']:.1e}, "
                 f"{worst['relative_to_reverse']:.1e} to reverse mode; tolerance {tolerance:g})", details)
-    raise _wrong_jvp(ref, fn, bad, details)
+    raise _wrong_jvp(ref, fn, bad, details, tolerance)
 
 
-def _wrong_jvp(ref: Reference, fn: LayerFunction,
-               bad: list[tuple[Comparison, Comparison, list[float]]], details: dict[str, Any]) -> CheckFailed:
+def _wrong_jvp(ref: Reference, fn: LayerFunction, bad: list[tuple[Comparison, Comparison, list[float]]],
+               details: dict[str, Any], tolerance: float) -> CheckFailed:
     reverse, forward, per_output = bad[0]
-    to_reverse = _relative(abs(forward.analytic - reverse.analytic), reverse.spread)
+    to_reverse = ratio(abs(forward.analytic - reverse.analytic), reverse.spread)
     lines = [f"the forward-mode directional derivative (jvp) along a random direction over every input and "
              f"parameter is {forward.analytic:.9g}; float64 finite differences give {reverse.numeric:.9g} and reverse "
              f"mode <g, d> {reverse.analytic:.9g}: relative error {forward.relative_error:.2g} to the differences, "
-             f"{to_reverse:.2g} to reverse mode, tolerance {ref.verdict.tolerance:g}"]
-    wrong, right = _wrong_tangents(ref, fn, reverse.probe)
+             f"{to_reverse:.2g} to reverse mode, tolerance {tolerance:g}"]
+    wrong, right = _wrong_tangents(ref, fn, reverse.probe, tolerance)
     if wrong:
         lines.append("wrong: " + " | ".join(f"{w['tensor']} (jvp {w['jvp']:.9g} vs reverse mode {w['reverse']:.9g} "
                                             "along its part of the direction)" for w in wrong))
     else:
         lines.append("no single tensor stands out")
-    outputs = _wrong_output_tangents(ref, reverse, per_output)
+    outputs = _wrong_output_tangents(ref, reverse, per_output, tolerance)
     if outputs:
         lines.append("through " + " | ".join(outputs))
     if right:
@@ -239,13 +267,8 @@ def _wrong_jvp(ref: Reference, fn: LayerFunction,
     return CheckFailed(". ".join(lines), **details, wrong=wrong, agree=right, wrong_outputs=outputs)
 
 
-def _relative(gap: float, spread: float) -> float:
-    if spread > 0:
-        return gap / spread
-    return 0.0 if gap == 0 else math.inf
-
-
-def _wrong_tangents(ref: Reference, fn: LayerFunction, probe: Probe) -> tuple[list[dict[str, Any]], list[str]]:
+def _wrong_tangents(ref: Reference, fn: LayerFunction, probe: Probe,
+                    tolerance: float) -> tuple[list[dict[str, Any]], list[str]]:
     """Each tensor on its own: the jvp along its part of the direction against reverse mode
     (vouched for by the gradient check), which costs one forward each and no difference."""
     wrong: list[dict[str, Any]] = []
@@ -260,21 +283,22 @@ def _wrong_tangents(ref: Reference, fn: LayerFunction, probe: Probe) -> tuple[li
         spread = ref.fd.spread(own, ref.run.grads)
         # Both sides are analytic: they differ by rounding only, far below the tolerance; the
         # floor keeps a tensor whose gradient is zero here from failing on rounding.
-        if abs(jvp - reverse) > ref.verdict.tolerance * spread + 1e3 * EPS64 * total:
+        if abs(jvp - reverse) > tolerance * spread + 1e3 * EPS64 * total:
             wrong.append({"tensor": name, "jvp": jvp, "reverse": reverse, "spread": spread})
         else:
             right.append(name)
     return wrong, right
 
 
-def _wrong_output_tangents(ref: Reference, reverse: Comparison, per_output: list[float]) -> list[str]:
+def _wrong_output_tangents(ref: Reference, reverse: Comparison, per_output: list[float],
+                           tolerance: float) -> list[str]:
     """With several floating outputs: which output's tangent disagrees with its own differences
     (read from the evaluations already made)."""
     if len(per_output) < 2:
         return []
     wrong = []
     for k, jvp in enumerate(per_output):
-        numeric = ref.fd.compare(reverse.probe, ref.run.grads, ref.verdict.tolerance, outputs=[k], spread=reverse.spread)
+        numeric = ref.fd.compare(reverse.probe, ref.run.grads, tolerance, outputs=[k], spread=reverse.spread)
         own = dataclasses.replace(numeric, analytic=jvp)
         if not own.agrees:
             wrong.append(f"output {k} (jvp {jvp:.9g} vs numeric {own.numeric:.9g})")

@@ -4,42 +4,45 @@ values, any memory layout accepted, every tensor registered."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 from torch import nn
 
-from layercheck.checks._reference import (
+from layercheck.sdk import (
+    EXACT,
+    FORWARD,
+    PREDICT,
+    CheckFailed,
+    CheckSkipped,
+    Context,
+    assert_close,
     assert_same_unless_random,
+    check,
     comparable,
+    describe_shapes,
+    failing,
     forward_is_random,
     forward_run,
     input_change,
+    modules_only,
     nonfinite,
     output_names,
+    path_allowance,
+    path_tolerances,
     predict_is_random,
     predict_run,
     present_grads,
     reference_forward,
     reference_predict,
 )
-from layercheck.compare import assert_close_all, describe_shapes
-from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
-from layercheck.registry import check
-from layercheck.runner import Context
-from layercheck.subject import Target
-
-_BACKWARD = ("predict_runs", "forward_runs", "backward_runs")
-
-
-def _only_modules(target: Target) -> str | None:
-    return "operations (autograd.Function) have no attributes of their own" if target.kind == "function" else None
 
 
 @check(
     "input_unchanged",
     title="the layer does not modify its inputs",
-    requires=_BACKWARD,  # the shared forward run back-propagates
+    uses=(PREDICT, FORWARD),
 )
 def input_unchanged(ctx: Context) -> str:
     """Compares every input after predict and after the training forward, with grad on and
@@ -67,7 +70,7 @@ def input_unchanged(ctx: Context) -> str:
 @check(
     "deterministic",
     title="identical copies give bit-identical predict outputs for the same input",
-    requires=("predict_runs",),
+    uses=(PREDICT,),
 )
 def deterministic(ctx: Context) -> str:
     """Predicts with two identical copies of the layer on the same input, their random
@@ -81,8 +84,8 @@ def deterministic(ctx: Context) -> str:
     """
     first = reference_predict(ctx)
     second = reference_predict(ctx, rng_seed=ctx.seed + 1)
-    assert_close_all(
-        first.outputs, second.outputs, tolerance=(0.0, 0.0),
+    assert_close(
+        first.outputs, second.outputs, allowance=EXACT,
         what=f"predict of two identical copies on the same input (random streams seeded {ctx.seed} and {ctx.seed + 1})",
     )
     return f"{len(first.outputs)} output(s) bit-identical across copies and random streams"
@@ -91,7 +94,7 @@ def deterministic(ctx: Context) -> str:
 @check(
     "finite",
     title="outputs and gradients are finite on the generated inputs",
-    requires=_BACKWARD,
+    uses=(PREDICT, FORWARD),
 )
 def finite(ctx: Context) -> str:
     """Looks for NaN and infinity in the outputs of predict and of the training forward,
@@ -162,7 +165,9 @@ _LAYOUTS: tuple[tuple[str, Callable[[torch.Tensor], torch.Tensor]], ...] = (
 @check(
     "noncontiguous",
     title="channels-last and strided-view inputs give the same outputs and gradients",
-    requires=_BACKWARD,
+    uses=(PREDICT, FORWARD),
+    tolerances=path_tolerances("relative difference between outputs, gradients and state with non-contiguous and "
+                               "with contiguous inputs"),
 )
 def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Feeds the generated inputs stored two other ways and compares with contiguous
@@ -185,19 +190,20 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     predict_label, predict_make = usable[0]
     reference_p = reference_predict(ctx)
     subject = ctx.fresh()
-    predicted = _call_with_layout(lambda: predict_run(subject, [predict_make(x) for x in subject.inputs()]),
-                                  predict_label)
+    with _failing_with(predict_label):
+        predicted = predict_run(subject, [predict_make(x) for x in subject.inputs()])
     predict_compared = assert_same_unless_random(
-        ctx, reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx),
+        reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx), allowance=path_allowance(ctx),
         what=f"predict with {predict_label} inputs vs contiguous ones", names=output_names(reference_p.outputs))
     label, make = usable[-1]
     reference_f = reference_forward(ctx)
     subject = ctx.fresh()
     inputs = [make(x).detach().requires_grad_(x.is_floating_point()) for x in subject.inputs()]
-    forwarded = _call_with_layout(lambda: forward_run(ctx, subject, inputs), label)
+    with _failing_with(label):
+        forwarded = forward_run(ctx, subject, inputs)
     names, expected, actual = comparable(reference_f, forwarded)
     forward_compared = assert_same_unless_random(
-        ctx, expected, actual, random=lambda: forward_is_random(ctx), names=names,
+        expected, actual, random=lambda: forward_is_random(ctx), names=names, allowance=path_allowance(ctx),
         what=f"forward and backward with {label} inputs vs contiguous ones")
     random = [m for m, c in (("predict", predict_compared), ("forward", forward_compared)) if not c]
     note = f" (values of {' and '.join(random)} differ: the layer draws random numbers)" if random else ""
@@ -205,12 +211,9 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
             f"contiguous ones{note}", {"predict_layout": predict_label, "forward_layout": label})
 
 
-def _call_with_layout(call: Callable[[], Any], label: str) -> Any:
-    try:
-        return call()
-    except LayerRaised as exc:
-        raise CheckFailed(f"with {label} (non-contiguous) inputs, {exc}; with contiguous inputs it runs "
-                          "(.view() where .reshape() is needed?)", phase=exc.phase, traceback=exc.trace) from exc
+def _failing_with(label: str) -> AbstractContextManager[None]:
+    return failing(f"with {label} (non-contiguous) inputs",
+                   hint="; with contiguous inputs it runs (.view() where .reshape() is needed?)")
 
 
 # -- registered_tensors -----------------------------------------------------------------------
@@ -219,7 +222,7 @@ def _call_with_layout(call: Callable[[], Any], label: str) -> Any:
 @check(
     "registered_tensors",
     title="every tensor attribute is a parameter or a buffer",
-    applies=_only_modules,
+    applies=modules_only("operations (autograd.Function) have no attributes of their own"),
 )
 def registered_tensors(ctx: Context) -> str:
     """Looks through the attributes of the layer and of every submodule (and the lists,

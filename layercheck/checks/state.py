@@ -6,34 +6,43 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from layercheck.checks._reference import (
-    assert_path_close,
+from layercheck.sdk import (
+    FORWARD,
+    PREDICT,
+    CheckFailed,
+    CheckSkipped,
+    Context,
+    Outputs,
+    Subject,
+    Target,
+    assert_close,
+    check,
+    describe_shapes,
     identical,
+    modules_only,
     nonfinite,
     output_names,
+    path_allowance,
+    path_tolerances,
     predict_run,
     reference_forward,
     reference_predict,
+    rounding_allowance_of,
+    rounding_tolerances,
+    user_trace,
 )
-from layercheck.compare import assert_close_all, describe_shapes, rounding_tolerance
-from layercheck.errors import CheckFailed, CheckSkipped
-from layercheck.registry import check
-from layercheck.runner import Context
-from layercheck.subject import Outputs, Subject, Target, initialize, user_trace
+from layercheck.subject import initialize
 
 _RESET_CALLS = 3  # forward calls before reset_state: enough for a recurrent state to move away from its start
-
-
-def _only_modules(target: Target) -> str | None:
-    return "operations (autograd.Function) have no state" if target.kind == "function" else None
+_STATELESS = modules_only("operations (autograd.Function) have no state")
 
 
 @check(
     "state_valid",
     title="after predict and forward, state keeps its dtype, device and size and stays finite",
     matlab="predictReturnsValidStates, forwardReturnsValidStates",
-    requires=("predict_runs", "forward_runs", "backward_runs"),  # the shared forward run back-propagates
-    applies=_only_modules,
+    uses=(PREDICT, FORWARD),
+    applies=_STATELESS,
 )
 def state_valid(ctx: Context) -> str:
     """Compares every buffer after a predict and after a training forward with its value
@@ -106,7 +115,9 @@ def _resized_to_batch(old: torch.Tensor, new: torch.Tensor, batch: set[int]) -> 
     title="reset_state restores the initial state and the first output",
     matlab="resetStateDoesNotError",
     requires=("forward_runs",),
-    applies=_only_modules,
+    applies=_STATELESS,
+    tolerances=rounding_tolerances("relative difference between the state (and the first output) after reset_state "
+                                   "and the fresh layer's"),
 )
 def reset_state(ctx: Context) -> str:
     """Runs the training forward a few times so that the state moves, calls
@@ -152,11 +163,11 @@ def reset_state(ctx: Context) -> str:
             continue
         if old.shape != new.shape:
             raise CheckFailed(f"{what}: size {tuple(new.shape)}, expected {tuple(old.shape)}", buffer=name)
-        assert_close_all([old], [new.detach()], what=what, names=[f"state {name!r}"],
-                         tolerance=rounding_tolerance(old.dtype))
+        assert_close([old], [new.detach()], what=what, names=[f"state {name!r}"],
+                     allowance=rounding_allowance_of(ctx))
     again = _forward(subject, inputs)
-    assert_close_all(first, again, what="the first output after reset_state vs the first output of the fresh layer",
-                     names=output_names(first))
+    assert_close(first, again, what="the first output after reset_state vs the first output of the fresh layer",
+                 names=output_names(first), allowance=rounding_allowance_of(ctx))
     which = f" ({', '.join(moved)} moved)" if moved else ""
     return f"reset_state after {_RESET_CALLS} forward calls restored {len(initial)} buffer(s){which} and the first output"
 
@@ -173,7 +184,9 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     "state_dict",
     title="a state-dict round trip into a fresh instance reproduces the outputs",
     requires=("predict_runs", "forward_runs"),
-    applies=_only_modules,
+    applies=_STATELESS,
+    tolerances=path_tolerances("relative difference between predict outputs of the saved layer and of a fresh "
+                               "instance loaded from its state_dict"),
 )
 def state_dict(ctx: Context) -> str:
     """Trains a copy a little (one forward, which updates running state, and a nudge to
@@ -201,8 +214,8 @@ def state_dict(ctx: Context) -> str:
                           traceback=user_trace(exc)) from exc
     expected = predict_run(source, inputs).outputs
     actual = predict_run(Subject(ctx.target, reborn), inputs).outputs
-    assert_path_close(ctx, expected, actual, names=output_names(expected),
-                      what="predict of the saved layer vs a fresh instance (other seed) loaded from its state_dict")
+    assert_close(expected, actual, names=output_names(expected), allowance=path_allowance(ctx),
+                 what="predict of the saved layer vs a fresh instance (other seed) loaded from its state_dict")
     return f"{len(saved)} state-dict entries reproduce {len(expected)} output(s) in a fresh instance"
 
 
@@ -220,7 +233,7 @@ def _construct(ctx: Context, *, seed: int) -> nn.Module:
     """A new instance from the same constructor call and ``initialize``, seeded ``seed``."""
     target = ctx.target
     other = Target(target.instance if target.instance is not None else target.cls, target.layouts,
-                   args=target.args, kwargs=target.kwargs, seed=seed, name=target.name)
+                   args=target.args, kwargs=target.kwargs, seed=seed, name=target.name, invocation=target.invocation)
     module = other.construct()
     assert module is not None
     initialize(module, target.layouts, target.base_inputs(torch.float32), seed)

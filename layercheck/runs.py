@@ -1,36 +1,64 @@
-"""Reference runs shared between checks, and the comparisons they are judged by.
+"""Runs of the layer that checks share, and the comparisons they are judged by.
 
 One predict and one forward+backward of a fresh float32 layer on the generated inputs are
-computed once per target (``ctx.shared``) and read by every check that needs them: the
-dtype, state, observation, determinism, finiteness, layout and device checks compare
-against the same outputs instead of recomputing them.
+computed once per target (``ctx.shared``) and read by every check that declares them
+(``@check(uses=(PREDICT, FORWARD))``): the dtype, state, observation, determinism,
+finiteness, layout and device checks compare against the same outputs instead of
+recomputing them.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from layercheck.compare import assert_close_all, describe_shapes, mismatch
+from layercheck.compare import (
+    ROUNDING,
+    Allowance,
+    AllowanceFor,
+    assert_close,
+    describe_shapes,
+    dtype_name,
+    identical,
+    mismatch,
+    rounding_allowance,
+    scaled_allowance,
+)
+from layercheck.context import Context
 from layercheck.errors import CheckFailed, LayerRaised
-from layercheck.runner import Context
-from layercheck.subject import Outputs, Subject, seeded, user_trace
+from layercheck.frames import user_trace
+from layercheck.registry import SharedRun, Tolerance
+from layercheck.subject import Outputs, Subject, seeded
+
+PREDICT = SharedRun("predict", ("predict_runs",))
+"""Predict (eval, no grad) of a fresh float32 layer on the generated inputs."""
+FORWARD = SharedRun("forward and backward", ("forward_runs", "backward_runs"))
+"""The training forward and a backward with seeded output gradients of a fresh float32 layer."""
 
 # Relative tolerance for the same math computed along another path: batched against single
 # observations, strided against contiguous inputs, an accelerator against the CPU. The
 # summation order may differ (blocked matmul, another convolution algorithm), so a few
 # hundred units of rounding are allowed, not one. The absolute part scales with the
-# tensor's largest magnitude (see assert_path_close).
+# tensor's largest magnitude (compare.scaled_allowance).
 PATH_RTOL = {
-    torch.float16: 1e-2,
-    torch.bfloat16: 5e-2,
-    torch.float32: 1e-4,
-    torch.float64: 1e-10,
+    "float16": 1e-2,
+    "bfloat16": 5e-2,
+    "float32": 1e-4,
+    "float64": 1e-10,
 }
 
+
+def path_tolerances(bounds: str) -> tuple[Tolerance, ...]:
+    """The declaration of a check that compares the same math along another path (one per dtype)."""
+    return tuple(Tolerance(dtype, rtol, bounds) for dtype, rtol in PATH_RTOL.items())
+
+
+def rounding_tolerances(bounds: str) -> tuple[Tolerance, ...]:
+    """The declaration of a check that compares the same computation done twice: torch.testing's
+    relative tolerances (compare.ROUNDING), one per dtype."""
+    return tuple(Tolerance(dtype_name(dtype), rtol, bounds) for dtype, (rtol, _) in ROUNDING.items())
 
 @dataclass(frozen=True)
 class Run:
@@ -76,7 +104,7 @@ def input_change(originals: Sequence[torch.Tensor], inputs: Sequence[torch.Tenso
             return (f"input {i}: size {tuple(old.shape)} (strides {old.stride()}) became {tuple(new.shape)} "
                     f"(strides {new.stride()}), an in-place reshape (unsqueeze_, t_, resize_)")
         if not torch.equal(old, new.detach()):
-            found = mismatch(old, new, rtol=0.0, atol=0.0)
+            found = mismatch(old, new, Allowance(0.0, 0.0))
             if found is not None:
                 return (f"input {i}: at index {tuple(found['index'])} {found['expected']:.6g} became "
                         f"{found['actual']:.6g} ({found['mismatched']} of {found['elements']} elements changed)")
@@ -133,6 +161,7 @@ def cotangents(ctx: Context, outputs: Sequence[torch.Tensor]) -> list[torch.Tens
 
 def reference_predict(ctx: Context, *, rng_seed: int | None = None) -> Run:
     """Predict of a fresh layer on the generated inputs (random stream ``rng_seed``)."""
+    ctx.use(PREDICT)
     seed = ctx.seed if rng_seed is None else rng_seed
     return ctx.shared(("reference_predict", seed),
                       lambda: predict_run(ctx.fresh(), rng_seed=seed, watch_inputs=seed == ctx.seed))
@@ -140,6 +169,7 @@ def reference_predict(ctx: Context, *, rng_seed: int | None = None) -> Run:
 
 def reference_forward(ctx: Context) -> Run:
     """Training forward and backward of a fresh layer on the generated inputs."""
+    ctx.use(FORWARD)
     return ctx.shared("reference_forward", lambda: forward_run(ctx, ctx.fresh(), watch_inputs=True))
 
 
@@ -164,60 +194,41 @@ def forward_is_random(ctx: Context) -> bool:
 # -- comparing -------------------------------------------------------------------------------
 
 
-def identical(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
-    """Bit-identical tensors (NaN equal to NaN), same sizes and dtypes."""
-    return len(a) == len(b) and all(
-        x.shape == y.shape and x.dtype == y.dtype
-        and (torch.equal(x, y) or bool(((x == y) | (x != x) & (y != y)).all()))  # equal() is one fast pass
-        for x, y in zip(a, b)
-    )
+def path_allowance(ctx: Context) -> AllowanceFor:
+    """The allowance of a check that compares the same math along another path: its declared
+    (or overridden) relative tolerance for the tensor's dtype, the absolute part scaled to the
+    tensor's largest magnitude (compare.scaled_allowance)."""
+
+    def allowance(name: str, expected: torch.Tensor) -> Allowance:
+        if not expected.is_floating_point():
+            return Allowance(0.0, 0.0)
+        return scaled_allowance(expected, ctx.tolerance(expected.dtype))
+
+    return allowance
 
 
-def path_tolerance(ctx: Context, expected: torch.Tensor) -> tuple[float, float]:
-    """(rtol, atol) for the same math along another path. atol is rtol times the tensor's
-    largest finite magnitude: an element near zero (cancellation in a sum) is judged
-    against the scale of its tensor, not against its own tiny value."""
-    if not expected.is_floating_point():
-        return 0.0, 0.0
-    rtol = ctx.tolerance(expected.dtype, PATH_RTOL.get(expected.dtype, 1e-4))
-    values = expected.detach()
-    scale = 0.0
-    if values.numel():
-        low, high = torch.aminmax(values)  # one pass, no temporary
-        scale = max(-float(low), float(high))
-        if not math.isfinite(scale):
-            scale = float(torch.nan_to_num(values.abs(), nan=0.0, posinf=0.0).max())
-    return rtol, rtol * max(scale, 1e-30)
+def rounding_allowance_of(ctx: Context) -> AllowanceFor:
+    """The allowance of a check that compares the same computation done twice: its declared
+    (or overridden) relative tolerance for the tensor's dtype and torch.testing's absolute one."""
+
+    def allowance(name: str, expected: torch.Tensor) -> Allowance:
+        if not expected.is_floating_point():
+            return Allowance(0.0, 0.0)
+        return Allowance(ctx.tolerance(expected.dtype), rounding_allowance(expected.dtype).atol)
+
+    return allowance
 
 
-Tolerance = Callable[[torch.Tensor], tuple[float, float]]
-
-
-def assert_path_close(ctx: Context, expected: Sequence[torch.Tensor], actual: Sequence[torch.Tensor], *,
-                      what: str, names: Sequence[str] | None = None, labels: tuple[str, str] = ("expected", "got"),
-                      tolerance: Tolerance | None = None) -> None:
-    """Raise CheckFailed at the first pair that differs in size, dtype or value beyond
-    ``tolerance(expected tensor)`` (:func:`path_tolerance` by default); ``labels`` name the
-    two sides in messages."""
-    want, have = labels
-    if len(expected) != len(actual):
-        raise CheckFailed(f"{what}: {want} gives {len(expected)} tensor(s), {have} {len(actual)}",
-                          expected=describe_shapes(expected), actual=describe_shapes(actual))
-    for i, (e, a) in enumerate(zip(expected, actual)):
-        name = names[i] if names else f"output {i}"
-        rtol_atol = tolerance(e) if tolerance is not None else path_tolerance(ctx, e)
-        assert_close_all([e], [a], what=what, names=[name], tolerance=rtol_atol, labels=labels)
-
-
-def assert_same_unless_random(ctx: Context, expected: Sequence[torch.Tensor], actual: Sequence[torch.Tensor], *,
+def assert_same_unless_random(expected: Sequence[torch.Tensor], actual: Sequence[torch.Tensor], *,
                               random: Callable[[], bool], what: str, names: Sequence[str],
-                              labels: tuple[str, str] = ("expected", "got"), tolerance: Tolerance | None = None) -> bool:
-    """:func:`assert_path_close`, except that values may differ when ``random()`` says the
-    layer draws random numbers (then only sizes and dtypes must agree). ``random`` is asked
-    only when values differ, so a deterministic layer never pays for it. Returns whether
+                              allowance: Allowance | AllowanceFor, labels: tuple[str, str] = ("expected", "got"),
+                              ) -> bool:
+    """:func:`~layercheck.compare.assert_close`, except that values may differ when ``random()``
+    says the layer draws random numbers (then only sizes and dtypes must agree). ``random`` is
+    asked only when values differ, so a deterministic layer never pays for it. Returns whether
     values were compared."""
     try:
-        assert_path_close(ctx, expected, actual, what=what, names=names, labels=labels, tolerance=tolerance)
+        assert_close(expected, actual, what=what, names=names, labels=labels, allowance=allowance)
         return True
     except CheckFailed:
         if not random():
@@ -226,27 +237,6 @@ def assert_same_unless_random(ctx: Context, expected: Sequence[torch.Tensor], ac
         raise CheckFailed(f"{what}: sizes or dtypes differ", expected=describe_shapes(expected),
                           actual=describe_shapes(actual))
     return False
-
-
-def all_finite(t: torch.Tensor) -> bool:
-    """Whether every element is finite. A finite sum proves it in one pass (NaN and infinity
-    propagate); an overflowing sum of finite values falls back to the element-wise test."""
-    if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
-        return True
-    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
-
-
-def nonfinite(t: torch.Tensor, *, ignore: torch.Tensor | None = None) -> str | None:
-    """"N non-finite value(s) of M, the first at index I: V" (outside ``ignore``), or None."""
-    if all_finite(t):
-        return None
-    bad = ~torch.isfinite(t)
-    if ignore is not None:
-        bad &= ~ignore
-    if not bool(bad.any()):
-        return None
-    first = tuple(int(i) for i in bad.nonzero()[0])
-    return f"{int(bad.sum())} non-finite value(s) of {t.numel()}, the first at index {first}: {t[first].item()}"
 
 
 def comparable(run: Run, other: Run) -> tuple[list[str], list[torch.Tensor], list[torch.Tensor]]:

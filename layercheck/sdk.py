@@ -1,0 +1,147 @@
+"""The check SDK: everything a check imports, built-in or third-party.
+
+A check is a function decorated with :func:`check` in a module under ``layercheck/checks/``
+or in a package registered through the ``layercheck.checks`` entry-point group::
+
+    from layercheck.sdk import FORWARD, CheckFailed, Context, Tolerance, assert_close, check, ...
+
+It receives a :class:`Context` (fresh layers, the shared runs it declared, its tolerances),
+returns a message when the layer passes, raises :class:`CheckFailed` when the layer is wrong,
+:class:`CheckSkipped` when the check does not apply and :class:`CheckError` when the check
+itself cannot complete. Only the runner turns these into results.
+"""
+
+from __future__ import annotations
+
+from layercheck.compare import (
+    DTYPES,
+    EXACT,
+    Allowance,
+    AllowanceFor,
+    all_finite,
+    assert_close,
+    describe_shapes,
+    dtype_name,
+    identical,
+    largest,
+    mismatch,
+    nonfinite,
+    ratio,
+    relative_difference,
+    rounding_allowance,
+    scaled_allowance,
+)
+from layercheck.context import Context
+from layercheck.errors import (
+    CheckError,
+    CheckFailed,
+    CheckSkipped,
+    LayerRaised,
+    failing,
+    layer_failure,
+)
+from layercheck.frames import chain, is_user_file, user_frame, user_trace
+from layercheck.layout import Layout
+from layercheck.registry import (
+    CheckInfo,
+    SharedRun,
+    Tolerance,
+    check,
+    label,
+    modules_only,
+    selector,
+)
+from layercheck.runs import (
+    FORWARD,
+    PREDICT,
+    Run,
+    assert_same_unless_random,
+    comparable,
+    cotangents,
+    forward_is_random,
+    forward_run,
+    input_change,
+    output_names,
+    path_allowance,
+    path_tolerances,
+    predict_is_random,
+    predict_run,
+    present_grads,
+    reference_forward,
+    reference_predict,
+    rounding_allowance_of,
+    rounding_tolerances,
+)
+from layercheck.subject import (
+    Mode,
+    Outputs,
+    Subject,
+    Target,
+    accelerators,
+    seeded,
+    tensors_in,
+)
+
+__all__ = [
+    "DTYPES",
+    "EXACT",
+    "FORWARD",
+    "PREDICT",
+    "Allowance",
+    "AllowanceFor",
+    "CheckError",
+    "CheckFailed",
+    "CheckInfo",
+    "CheckSkipped",
+    "Context",
+    "LayerRaised",
+    "Layout",
+    "Mode",
+    "Outputs",
+    "Run",
+    "SharedRun",
+    "Subject",
+    "Target",
+    "Tolerance",
+    "accelerators",
+    "all_finite",
+    "assert_close",
+    "assert_same_unless_random",
+    "chain",
+    "check",
+    "comparable",
+    "cotangents",
+    "describe_shapes",
+    "dtype_name",
+    "failing",
+    "forward_is_random",
+    "forward_run",
+    "identical",
+    "input_change",
+    "is_user_file",
+    "label",
+    "largest",
+    "layer_failure",
+    "mismatch",
+    "modules_only",
+    "nonfinite",
+    "output_names",
+    "path_allowance",
+    "path_tolerances",
+    "predict_is_random",
+    "predict_run",
+    "present_grads",
+    "ratio",
+    "reference_forward",
+    "reference_predict",
+    "relative_difference",
+    "rounding_allowance",
+    "rounding_allowance_of",
+    "rounding_tolerances",
+    "scaled_allowance",
+    "seeded",
+    "selector",
+    "tensors_in",
+    "user_frame",
+    "user_trace",
+]
