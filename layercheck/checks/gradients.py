@@ -15,17 +15,10 @@ import torch
 from layercheck.checks._reference import cotangents, forward_is_random
 from layercheck.compare import DTYPES, mismatch
 from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
-from layercheck.numerics import (
-    GRADIENT_TOLERANCE,
-    Backprop,
-    FiniteDifferences,
-    Finding,
-    LayerFunction,
-    Verdict,
-    diagnose,
-    gradient_tolerance,
-    judge,
-)
+from layercheck.numerics.engine import FiniteDifferences, NotDifferentiable
+from layercheck.numerics.functions import Backprop, LayerFunction
+from layercheck.numerics.locate import Finding, diagnose
+from layercheck.numerics.verdict import GRADIENT_TOLERANCE, Verdict, gradient_tolerance, judge
 from layercheck.registry import check
 from layercheck.runner import Context
 from layercheck.subject import Subject, backward_nodes
@@ -186,8 +179,9 @@ class Reference:
     def diagnosis(self) -> tuple[list[Finding], list[str], list[str]]:
         """(wrong tensors, tensors that agree, outputs whose gradient path is wrong)."""
         if self._diagnosis is None:
-            wrong, right = diagnose(self.fd, self.run.grads, self.verdict.tolerance)
-            self._diagnosis = (wrong, right, _wrong_outputs(self))
+            with skip_if_not_differentiable():
+                wrong, right = diagnose(self.fd, self.run.grads, self.verdict.tolerance)
+                self._diagnosis = (wrong, right, _wrong_outputs(self))
         return self._diagnosis
 
 
@@ -221,7 +215,8 @@ def float64_reference(ctx: Context) -> Reference:
         _skip_unless_finite(run, "float64")
         fd = FiniteDifferences(fn, [w for w in run.cotangents if w is not None], seed=ctx.seed, outputs=run.outputs)
         tolerance = ctx.tolerance(torch.float64, GRADIENT_TOLERANCE[torch.float64])
-        return Reference(fd, run, judge(fd, run.grads, tolerance))
+        with skip_if_not_differentiable():
+            return Reference(fd, run, judge(fd, run.grads, tolerance))
 
     return ctx.shared("layercheck.gradients.float64", build)
 
@@ -234,6 +229,16 @@ def _skip_unless_finite(run: Backprop, dtype: str) -> None:
     for g in run.grads:
         if g is not None and not _finite(g):
             raise CheckSkipped(f"a {dtype} gradient is not finite on the generated inputs (the finite check reports it)")
+
+
+@contextlib.contextmanager
+def skip_if_not_differentiable() -> Iterator[None]:
+    """The engine's NotDifferentiable as a skip with its message: finite differences do not
+    apply to a layer whose outputs change in number or size under a difference step."""
+    try:
+        yield
+    except NotDifferentiable as exc:
+        raise CheckSkipped(str(exc)) from exc
 
 
 # -- the checks --------------------------------------------------------------------------------
@@ -461,7 +466,8 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
             f"finite differences): relative difference {differences[worst]:.3g} > tolerance {tolerance:g}{where}",
             tensor=names[worst], **details, **found)
     # Both differ from each other and the float64 one is wrong: judge this one on its own.
-    own = judge(ref.fd, low, tolerance)
+    with skip_if_not_differentiable():
+        own = judge(ref.fd, low, tolerance)
     if own.passed:
         return (f"{name} gradients of {_count_names(names)} agree with float64 finite differences "
                 f"({own.summary()}); the float64 backward does not (see gradients[float64])", details)

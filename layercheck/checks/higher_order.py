@@ -41,10 +41,11 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from layercheck.checks.gradients import Reference, _agreement, _count_names, _custom_functions, _disagreement, \
-    float64_reference
+    float64_reference, skip_if_not_differentiable
 from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
-from layercheck.numerics import EPS64, Backprop, Comparison, FiniteDifferences, GradientFunction, LayerFunction, \
-    Probe, judge
+from layercheck.numerics.engine import EPS64, Comparison, FiniteDifferences, Probe
+from layercheck.numerics.functions import Backprop, GradientFunction, LayerFunction
+from layercheck.numerics.verdict import judge
 from layercheck.registry import check
 from layercheck.runner import Context
 from layercheck.subject import Outputs
@@ -101,7 +102,8 @@ def gradgrad(ctx: Context) -> tuple[str, dict[str, Any]]:
     kept = [w if differentiable else None for w, differentiable in zip(ref.run.cotangents, ref.run.differentiable)]
     first = GradientFunction(fn, kept, _contraction(ctx, ref))
     try:
-        hvp = first.gradient()
+        with skip_if_not_differentiable():
+            hvp = first.gradient()
     except LayerRaised as exc:
         raise CheckFailed(f"the backward cannot be differentiated: the {exc.phase} (the first backward with "
                           "create_graph=True, then back-propagating through it) raised "
@@ -110,7 +112,8 @@ def gradgrad(ctx: Context) -> tuple[str, dict[str, Any]]:
     if first.delayed:
         raise _once_differentiable(fn)
     fd = FiniteDifferences(first, [first.contraction], seed=ctx.seed)
-    verdict = judge(fd, hvp, ref.verdict.tolerance)
+    with skip_if_not_differentiable():
+        verdict = judge(fd, hvp, ref.verdict.tolerance)
     details: dict[str, Any] = {**verdict.to_dict(), "tensors": first.names, "evaluations": fd.evaluations}
     if verdict.passed:
         return f"double backward of {_tensors_and_cotangents(first.names)}: {_agreement(verdict)}", details
@@ -274,7 +277,9 @@ def _wrong_output_tangents(ref: Reference, reverse: Comparison, per_output: list
         return []
     wrong = []
     for k, jvp in enumerate(per_output):
-        numeric = ref.fd.compare(reverse.probe, ref.run.grads, ref.verdict.tolerance, outputs=[k], spread=reverse.spread)
+        with skip_if_not_differentiable():
+            numeric = ref.fd.compare(reverse.probe, ref.run.grads, ref.verdict.tolerance, outputs=[k],
+                                     spread=reverse.spread)
         own = dataclasses.replace(numeric, analytic=jvp)
         if not own.agrees:
             wrong.append(f"output {k} (jvp {jvp:.9g} vs numeric {own.numeric:.9g})")
