@@ -6,7 +6,13 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from layercheck.errors import CheckFailed, CheckSkipped, LayoutError, SpecError, UsageError
+from layercheck.errors import (
+    CheckFailed,
+    CheckSkipped,
+    LayoutError,
+    SpecError,
+    UsageError,
+)
 from layercheck.layout import Layout
 from layercheck.registry import CheckInfo, catalogue, check
 from layercheck.result import CheckResult, ExitCode, Report, RunReport, Status

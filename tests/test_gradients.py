@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import ROOT, load_zoo, run_zoo, write_spec
+from torch import nn
 from typer.testing import CliRunner
 
 from layercheck.cli import app
@@ -161,6 +163,29 @@ def test_float32_variant_of_a_random_layer_is_skipped_with_the_reason() -> None:
     assert found["gradients[float64]"][0] == "passed"
     status, message, _ = found["gradients[float32]"]
     assert status == "skipped" and "random" in message
+
+
+class _ActiveUnits(nn.Module):
+    """The units of relu(x) + bias above zero: how many depends on the values. The bias starts
+    at zero, so the units ReLU zeroes sit on the threshold and any step of the bias moves them
+    across it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(x) + self.bias
+        return y[y > 0]
+
+
+def test_an_output_size_that_depends_on_the_values_skips_the_finite_difference_checks() -> None:
+    found = results(run(_ActiveUnits, "4,5:BC", only=("gradients", "gradgrad", "forward_ad")))
+    reason = ("the number or sizes of the floating outputs change when the inputs move by a relative 1e-8: "
+              "finite differences do not apply to this layer")
+    assert found["backward_size"][0] == "passed"
+    for key in ("gradients[float64]", "gradients[float32]", "gradgrad", "forward_ad"):
+        assert found[key][:2] == ("skipped", reason), key
 
 
 def test_catalogue_lists_the_gradient_checks() -> None:

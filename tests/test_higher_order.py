@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from layercheck.cli import app
 from layercheck.layout import Layout
 from layercheck.loading import resolve
-from layercheck.numerics import GradientFunction, LayerFunction
+from layercheck.numerics.functions import GradientFunction, LayerFunction
 from layercheck.registry import get, select
 from layercheck.result import RunReport
 from layercheck.runner import Options, run_target

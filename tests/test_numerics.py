@@ -1,23 +1,25 @@
-"""The finite-difference engine (layercheck/numerics.py): accuracy on correct layers, power on
+"""The finite-difference engine (layercheck/numerics/): accuracy on correct layers, power on
 wrong gradients, kinks, lower-precision layers, fixed state and random stream, determinism,
 cost independent of the input size, and narrowing a disagreement down."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from conftest import load_zoo
 from torch import nn
 
 from layercheck.layout import Layout
-from layercheck.numerics import (
+from layercheck.numerics.engine import (
     BASE_STEP,
     EPS64,
     FiniteDifferences,
-    LayerFunction,
+    NotDifferentiable,
     Region,
-    diagnose,
-    judge,
 )
+from layercheck.numerics.functions import LayerFunction
+from layercheck.numerics.locate import diagnose
+from layercheck.numerics.verdict import judge
 from layercheck.subject import Target
 
 
@@ -44,6 +46,11 @@ class Tanh(nn.Module):
 class ReLU(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(x)
+
+
+class Positive(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[x > 0]
 
 
 def test_correct_gradient_agrees_to_rounding() -> None:
@@ -84,6 +91,13 @@ def test_a_step_across_a_kink_is_not_a_wrong_gradient() -> None:
     wrong = [g.clone() for g in grads]
     wrong[0][20] += 1.0  # a real error elsewhere is still seen despite the kink
     assert not judge(fd, wrong, 1e-6).passed
+
+
+def test_an_output_size_that_a_step_changes_is_not_differentiable() -> None:
+    x = torch.tensor([0.0, 1.0, -2.0, 0.5], dtype=torch.float64)  # one side of every step moves x[0] above 0
+    fd, grads = reference(Positive, "4:U", inputs=[x])
+    with pytest.raises(NotDifferentiable, match="finite differences do not apply to this layer"):
+        judge(fd, grads, 1e-6)
 
 
 def test_layer_computing_in_float32_gets_a_larger_step_and_passes() -> None:

@@ -11,16 +11,10 @@ from typing import Any
 
 import torch
 
-from layercheck.numerics import (
-    GRADIENT_TOLERANCE,
-    Backprop,
-    Finding,
-    FiniteDifferences,
-    LayerFunction,
-    Verdict,
-    diagnose,
-    judge,
-)
+from layercheck.numerics.engine import FiniteDifferences, NotDifferentiable
+from layercheck.numerics.functions import Backprop, LayerFunction
+from layercheck.numerics.locate import Finding, diagnose
+from layercheck.numerics.verdict import GRADIENT_TOLERANCE, Verdict, judge
 from layercheck.registry import GRADIENTS, check
 from layercheck.sdk import (
     DTYPES,
@@ -204,8 +198,9 @@ class Reference:
     def diagnosis(self) -> tuple[list[Finding], list[str], list[str]]:
         """(wrong tensors, tensors that agree, outputs whose gradient path is wrong)."""
         if self._diagnosis is None:
-            wrong, right = diagnose(self.fd, self.run.grads, self.verdict.tolerance)
-            self._diagnosis = (wrong, right, _wrong_outputs(self))
+            with skip_if_not_differentiable():
+                wrong, right = diagnose(self.fd, self.run.grads, self.verdict.tolerance)
+                self._diagnosis = (wrong, right, _wrong_outputs(self))
         return self._diagnosis
 
 
@@ -239,7 +234,8 @@ def float64_reference(ctx: Context) -> Reference:
         _skip_unless_finite(run, "float64")
         fd = FiniteDifferences(fn, [w for w in run.cotangents if w is not None], seed=ctx.seed, outputs=run.outputs)
         tolerance = ctx.tolerance_of(GRADIENTS, "float64")  # the gradient check's verdict, whoever asks first
-        return Reference(fd, run, judge(fd, run.grads, tolerance))
+        with skip_if_not_differentiable():
+            return Reference(fd, run, judge(fd, run.grads, tolerance))
 
     return ctx.shared("layercheck.gradients.float64", build)
 
@@ -252,6 +248,16 @@ def _skip_unless_finite(run: Backprop, dtype: str) -> None:
     for g in run.grads:
         if g is not None and not all_finite(g):
             raise CheckSkipped(f"a {dtype} gradient is not finite on the generated inputs (the finite check reports it)")
+
+
+@contextlib.contextmanager
+def skip_if_not_differentiable() -> Iterator[None]:
+    """The engine's NotDifferentiable as a skip with its message: finite differences do not
+    apply to a layer whose outputs change in number or size under a difference step."""
+    try:
+        yield
+    except NotDifferentiable as exc:
+        raise CheckSkipped(str(exc)) from exc
 
 
 # -- the checks --------------------------------------------------------------------------------
@@ -355,7 +361,7 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Compares the analytic gradients of every floating input and every learnable
     parameter with central finite differences of a float64 copy of the layer, taken along
     random directions over all of them at once (two forward passes per direction, whatever
-    the input size; see ``layercheck/numerics.py``). The float64 variant compares the
+    the input size; see ``layercheck/numerics/engine.py``). The float64 variant compares the
     float64 backward directly; the others compare their backward with the float64 one
     tensor by tensor. Every evaluation restarts from the same state and random stream, so
     dropout, running statistics and recurrent state are a fixed function; kinks (ReLU,
@@ -482,7 +488,8 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
             f"finite differences): relative difference {differences[worst]:.3g} > tolerance {tolerance:g}{where}",
             tensor=names[worst], **details, **found)
     # Both differ from each other and the float64 one is wrong: judge this one on its own.
-    own = judge(ref.fd, low, tolerance)
+    with skip_if_not_differentiable():
+        own = judge(ref.fd, low, tolerance)
     if own.passed:
         return (f"{name} gradients of {_count_names(names)} agree with float64 finite differences "
                 f"({own.summary()}); the float64 backward does not (see gradients[float64])", details)

@@ -8,7 +8,7 @@ Note [second derivatives]
     normal, scaled by each tensor's largest magnitude like the difference directions). The
     scalar F(θ, w) = <g(θ, w), u> is differenced along random directions d over θ and w
     exactly as the gradient check differences L = <w, y> (``GradientFunction`` in
-    ``numerics.py``); the analytic side is the double backward, ∇ F = grad of <g, u> with g
+    ``numerics/functions.py``); the analytic side is the double backward, ∇ F = grad of <g, u> with g
     taken with ``create_graph=True``. Along θ this is the Hessian-vector product; along w it is
     J u, so a backward that detaches its incoming gradient is seen too (gradient penalties
     differentiate through both). Everything of Note [directional derivatives], Note [kinks]
@@ -46,18 +46,11 @@ from layercheck.checks.gradients import (
     _custom_functions,
     _disagreement,
     float64_reference,
+    skip_if_not_differentiable,
 )
-from layercheck.numerics import (
-    EPS64,
-    GRADIENT_TOLERANCE,
-    Backprop,
-    Comparison,
-    FiniteDifferences,
-    GradientFunction,
-    LayerFunction,
-    Probe,
-    judge,
-)
+from layercheck.numerics.engine import EPS64, Comparison, FiniteDifferences, Probe
+from layercheck.numerics.functions import Backprop, GradientFunction, LayerFunction
+from layercheck.numerics.verdict import GRADIENT_TOLERANCE, judge
 from layercheck.registry import check
 from layercheck.sdk import (
     CheckFailed,
@@ -126,7 +119,8 @@ def gradgrad(ctx: Context) -> tuple[str, dict[str, Any]]:
     kept = [w if differentiable else None for w, differentiable in zip(ref.run.cotangents, ref.run.differentiable)]
     first = GradientFunction(fn, kept, _contraction(ctx, ref))
     try:
-        hvp = first.gradient()
+        with skip_if_not_differentiable():
+            hvp = first.gradient()
     except LayerRaised as exc:
         raise CheckFailed(f"the backward cannot be differentiated: the {exc.phase} (the first backward with "
                           "create_graph=True, then back-propagating through it) raised "
@@ -135,7 +129,8 @@ def gradgrad(ctx: Context) -> tuple[str, dict[str, Any]]:
     if first.delayed:
         raise _once_differentiable(fn)
     fd = FiniteDifferences(first, [first.contraction], seed=ctx.seed)
-    verdict = judge(fd, hvp, ctx.tolerance(torch.float64))
+    with skip_if_not_differentiable():
+        verdict = judge(fd, hvp, ctx.tolerance(torch.float64))
     details: dict[str, Any] = {**verdict.to_dict(), "tensors": first.names, "evaluations": fd.evaluations}
     if verdict.passed:
         return f"double backward of {_tensors_and_cotangents(first.names)}: {_agreement(verdict)}", details
@@ -298,7 +293,8 @@ def _wrong_output_tangents(ref: Reference, reverse: Comparison, per_output: list
         return []
     wrong = []
     for k, jvp in enumerate(per_output):
-        numeric = ref.fd.compare(reverse.probe, ref.run.grads, tolerance, outputs=[k], spread=reverse.spread)
+        with skip_if_not_differentiable():
+            numeric = ref.fd.compare(reverse.probe, ref.run.grads, tolerance, outputs=[k], spread=reverse.spread)
         own = dataclasses.replace(numeric, analytic=jvp)
         if not own.agrees:
             wrong.append(f"output {k} (jvp {jvp:.9g} vs numeric {own.numeric:.9g})")

@@ -1,0 +1,408 @@
+"""The finite-difference engine: directional differences of a function in float64, deterministic
+for a seed, with the rounding-noise model that bounds how far they may stray.
+
+Note [directional derivatives]
+    MATLAB differences every input element (four forward passes each) and gradcheck's slow
+    mode builds the whole Jacobian. Here the layer is reduced to one scalar, the sum over its
+    floating outputs y_k of <w_k, y_k> with fixed random cotangents w_k, and differenced
+    along one random direction u over every input and parameter at once:
+
+        numeric  = (L(θ + h·u) − L(θ − h·u)) / 2h      analytic = <∇L, u>
+
+    Two forward passes check every element. A gradient wrong by δ anywhere moves the analytic
+    side by <δ, u>, a normal variable with standard deviation ‖δ‖, while <∇L, u> itself
+    spreads by ‖∇L‖: errors are reported relative to that spread. A derivative wrong on 0.6%
+    of 1.5 million elements gives a relative error of a few percent, more than three orders
+    above the float64 tolerance, so one direction nearly always sees it and two are used.
+
+Note [step]
+    u = scale·v per tensor, v standard normal and scale the tensor's largest magnitude, so
+    the step is relative to each tensor. h = 1e-8: the truncation error of a central
+    difference is O(h²), nothing in float64, and the rounding error about eps·‖w∘y‖ / h stays
+    near 1e-9 of the spread on the bundled layers (measured, tests/test_numerics.py). A step
+    this small also makes kink crossings rare (Note [kinks]). The analytic side is dotted
+    with u, not with the rounded ((x + h·u) − (x − h·u)) / 2h; they differ by eps·|x| / h
+    per element at random, ~5e-9 of the spread: two hundred times below the tolerance.
+
+Note [kinks]
+    ReLU, abs, clamp, max-pooling and SReLU are not differentiable where an element sits on a
+    kink; a difference step that crosses one compares the analytic slope of one side with a
+    secant across both. At 1.5 million standard-normal elements and h = 1e-8 a step crosses
+    one of SReLU's two kinks in about 6% of directions. Three things keep this from being a
+    false alarm while leaving bugs visible:
+    - L(θ) is evaluated too, so each direction gives the central difference and both
+      one-sided ones. An element crosses on one side only, and the one-sided difference on
+      the other side is exact: a direction passes when any of the three agrees. A wrong
+      gradient makes all three disagree by the same amount.
+    - A failing pair of directions is retried with two fresh ones, which must pass too
+      for the layer to pass. Crossings on both sides in both rounds are needed for a false
+      alarm: about 1e-6 at that size.
+    - The rounding-noise estimate (Note [precision]) is a median over output chunks, which
+      a crossing in one chunk does not move.
+
+Note [precision]
+    The float64 copy may still compute in lower precision (``x.float()`` inside, a float32
+    constant), which makes finite differences with a tiny step pure noise. The noise of one
+    evaluation is measured from second differences at h and 2h along the same direction,
+    4·S(h) − S(2h), in which the curvature term cancels and only rounding remains; it is
+    taken per chunk of each output and combined through the median (robust to a kink in one
+    chunk). The bound a difference is held to is tolerance × spread + 6 standard deviations
+    of that noise. When the noise at h would use more than a tenth of the tolerance, the
+    step grows (up to 1e-3) until it does not, the noise is measured again at that step, and
+    the central difference is extrapolated from h and 2h (Richardson), which removes its h²
+    truncation error: such layers are still checked, at the precision they have.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import torch
+
+from layercheck.compare import ratio
+
+BASE_STEP = 1e-8  # Note [step]
+MAX_STEP = 1e-3  # Note [precision]: larger steps turn truncation error into the problem
+CHUNKS = 16  # partial sums per output: samples for the noise estimate
+NOISE_SIGMAS = 6.0
+NOISE_SHARE = 0.1  # of the tolerance that rounding noise may use before the step grows
+EPS64 = torch.finfo(torch.float64).eps
+KEPT_DIRECTIONS = 4
+
+
+class NotDifferentiable(Exception):
+    """Finite differences do not apply: the function's outputs change in number or size
+    when its tensors move by a difference step."""
+
+
+class DifferentiableFunction(Protocol):
+    """What the engine, the verdict and the localisation read from a function they difference
+    (:class:`~layercheck.numerics.functions.LayerFunction`, ``GradientFunction``)."""
+
+    @property
+    def point(self) -> Sequence[torch.Tensor]:
+        """The tensors it is differentiated at, one per slot."""
+
+    @property
+    def names(self) -> Sequence[str]:
+        """One per slot, for messages."""
+
+    def terms(self, values: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Partial sums of the scalar at ``values`` in float64, a row of ``CHUNKS`` per cotangent.
+        Raises NotDifferentiable when the outputs change in number or size there."""
+
+    def reset(self) -> None:
+        """Put back what an evaluation changed (parameters, state)."""
+
+
+def chunk_sums(y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """<w, y> in float64 as ``CHUNKS`` partial sums over consecutive elements."""
+    flat = (y.detach().to(torch.float64) * w.to(torch.float64)).reshape(-1)
+    pad = (-flat.numel()) % CHUNKS
+    if pad:
+        flat = torch.cat([flat, flat.new_zeros(pad)])
+    return flat.reshape(CHUNKS, -1).sum(dim=1)
+
+
+def _chunks_used(elements: int) -> int:
+    """How many of the CHUNKS partial sums hold elements (the rest sum padding)."""
+    if elements == 0:
+        return 0
+    return math.ceil(elements / math.ceil(elements / CHUNKS))
+
+
+# -- where a probe perturbs -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Region:
+    """Part of one tensor: elements with values in [low, high], a slab along one dimension,
+    or a single element (flat index)."""
+
+    slot: int
+    low: float = -math.inf
+    high: float = math.inf
+    dim: int | None = None
+    start: int = 0
+    stop: int = 0
+    element: int | None = None
+
+    def mask(self, value: torch.Tensor) -> torch.Tensor:
+        if self.element is not None:
+            mask = torch.zeros(value.numel(), dtype=torch.bool)
+            mask[self.element] = True
+            return mask.reshape(value.shape)
+        if self.dim is not None:
+            mask = torch.zeros(value.shape, dtype=torch.bool)
+            mask.narrow(self.dim, self.start, self.stop - self.start).fill_(True)
+            return mask
+        return (value >= self.low) & (value <= self.high)
+
+    def describe(self, shape: Sequence[int]) -> str:
+        if self.element is not None:
+            return f"element {element_index(self.element, shape)}"
+        if self.dim is not None:
+            return f"indices {self.start}..{self.stop - 1} of dimension {self.dim}"
+        return f"values in [{self.low:.4g}, {self.high:.4g}]"
+
+
+def element_index(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(shape))) if len(shape) else ()
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Where and how far a pair of evaluations perturbs: every tensor (``slot`` None), one
+    tensor, or a region of one; ``draw`` numbers independent random directions."""
+
+    draw: int
+    step: float
+    slot: int | None = None
+    region: Region | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.draw}/{self.step:.3e}/{self.slot}/{self.region}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One directional derivative, analytic against numeric."""
+
+    probe: Probe
+    analytic: float
+    numeric: float  # central difference
+    one_sided: tuple[float, float]  # forward, backward differences
+    spread: float  # standard deviation of the analytic side over random directions
+    bound: float  # allowed |numeric - analytic|
+
+    @property
+    def central_error(self) -> float:
+        return abs(self.numeric - self.analytic)
+
+    @property
+    def agrees(self) -> bool:
+        # A one-sided difference is held to twice the bound: its noise is twice the central's.
+        return self.central_error <= self.bound or any(abs(d - self.analytic) <= 2 * self.bound for d in self.one_sided)
+
+    @property
+    def kink_crossed(self) -> bool:
+        """The central difference failed but a one-sided one agrees: the step crossed a kink."""
+        return self.central_error > self.bound and self.agrees
+
+    @property
+    def relative_error(self) -> float:
+        """The error relative to the spread: of the one-sided difference that agrees when the
+        step crossed a kink, else of the central difference."""
+        if self.kink_crossed:
+            return ratio(min(abs(d - self.analytic) for d in self.one_sided), self.spread)
+        return ratio(self.central_error, self.spread)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"analytic": self.analytic, "numeric": self.numeric, "one_sided": list(self.one_sided),
+                "relative_error": self.relative_error, "step": self.probe.step, "kink_crossed": self.kink_crossed}
+
+
+# -- the engine -------------------------------------------------------------------------------
+
+
+# Covariant: the engine only reads its function, so differences of a LayerFunction are
+# differences of a DifferentiableFunction, and callers keep the concrete type of ``fd.fn``.
+F_co = TypeVar("F_co", bound=DifferentiableFunction, covariant=True)
+
+
+class FiniteDifferences(Generic[F_co]):
+    """Directional finite differences of a :class:`DifferentiableFunction` (in float64) with
+    fixed cotangents, deterministic for a seed. Numeric results are cached per probe, so checks
+    that share an instance (through ``ctx.shared``) never evaluate a direction twice."""
+
+    def __init__(self, fn: F_co, cotangents: Sequence[torch.Tensor], *, seed: int,
+                 outputs: Sequence[torch.Tensor] | None = None) -> None:
+        """``outputs``: the floating outputs at the point, when a forward there has been run
+        already (the analytic pass runs the very same call: same state, stream and flags)."""
+        self.fn = fn
+        self.cotangents = [w.to(torch.float64) for w in cotangents]
+        self.seed = seed
+        self.scales = [_scale(v) for v in fn.point]
+        self.evaluations = 0
+        self._terms: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._directions: dict[str, list[torch.Tensor | None]] = {}
+        self._base: torch.Tensor | None = None
+        if outputs is not None and len(outputs) == len(self.cotangents):
+            self._base = torch.stack([chunk_sums(y, w) for y, w in zip(outputs, self.cotangents)])
+        self._noise: dict[tuple[float, bool, bool], float] = {}
+
+    # -- evaluating --------------------------------------------------------------------------
+
+    def base(self) -> torch.Tensor:
+        """Partial sums at the point itself."""
+        if self._base is None:
+            self._base = self._evaluate(self.fn.point)
+        return self._base
+
+    def _evaluate(self, values: Sequence[torch.Tensor]) -> torch.Tensor:
+        self.evaluations += 1
+        try:
+            return self.fn.terms(values, self.cotangents)
+        finally:
+            self.fn.reset()
+
+    def directions(self, probe: Probe) -> list[torch.Tensor | None]:
+        """The perturbation per slot for a unit step (None where the probe leaves a slot alone).
+        The last few are kept: a direction is used at several steps and by several checks."""
+        key = f"{probe.draw}|{probe.slot}|{probe.region}"
+        if key not in self._directions:
+            if len(self._directions) >= KEPT_DIRECTIONS:
+                self._directions.pop(next(iter(self._directions)))
+            self._directions[key] = self._draw(probe)
+        return self._directions[key]
+
+    def _draw(self, probe: Probe) -> list[torch.Tensor | None]:
+        gen = torch.Generator().manual_seed(zlib.crc32(f"{self.seed}|{probe.draw}|{probe.slot}|{probe.region}".encode()))
+        slot = probe.region.slot if probe.region is not None else probe.slot
+        result: list[torch.Tensor | None] = []
+        for index, (value, scale) in enumerate(zip(self.fn.point, self.scales)):
+            if slot is not None and index != slot:
+                result.append(None)
+                continue
+            # Drawn in float32 (seven times faster than float64 on a CPU); a direction only
+            # has to be random, and it is exact once widened.
+            if probe.region is None:
+                u = torch.randn(value.shape, generator=gen).to(torch.float64)
+            else:
+                u = torch.zeros(value.shape, dtype=torch.float64)
+                mask = probe.region.mask(value).cpu()
+                u[mask] = 1.0 if probe.region.element is not None else torch.randn(
+                    int(mask.sum()), generator=gen).to(torch.float64)
+            result.append(u.to(value.device) * scale)
+        return result
+
+    def measure(self, probe: Probe) -> tuple[torch.Tensor, torch.Tensor]:
+        """Partial sums at the point plus and minus ``step`` along the probe's direction."""
+        if probe.key not in self._terms:
+            directions = self.directions(probe)
+            plus = [v if u is None else v + probe.step * u for v, u in zip(self.fn.point, directions)]
+            minus = [v if u is None else v - probe.step * u for v, u in zip(self.fn.point, directions)]
+            self._terms[probe.key] = (self._evaluate(plus), self._evaluate(minus))
+        return self._terms[probe.key]
+
+    # -- noise -------------------------------------------------------------------------------
+
+    def noise(self, step: float = BASE_STEP, *, refined: bool = False, correlated: bool = False) -> float:
+        """Standard deviation of the rounding noise of one evaluation of L (Note [precision]),
+        from the second difference S(h) along direction 0 (curvature included: an overestimate
+        that costs no evaluation beyond the first direction's), or ``refined`` from
+        4·S(h) − S(2h), in which the curvature cancels. Chunks are taken as independent, or
+        with ``correlated`` as possibly fully correlated (a rounded intermediate shared by many
+        outputs, e.g. a row's norm): then their deviations add up, an upper bound."""
+        key = (step, refined, correlated)
+        if key not in self._noise:
+            base = self.base()
+            up, down = self.measure(Probe(0, step))
+            residual = up + down - 2 * base
+            variance_ratio = 6  # S(h) sums four evaluations' noise: 1 + 1 + 4
+            if refined:
+                up2, down2 = self.measure(Probe(0, 2 * step))
+                residual = 4 * residual - (up2 + down2 - 2 * base)
+                variance_ratio = 70  # 16 + 16 + 36 + 1 + 1
+            total = 0.0
+            for k, w in enumerate(self.cotangents):
+                used = _chunks_used(w.numel())
+                if used == 0:
+                    continue
+                # 0.455: the median of a chi-square with one degree of freedom
+                chunk = float(residual[k, :used].square().median()) / (variance_ratio * 0.455)
+                total += used * math.sqrt(chunk) if correlated else used * chunk
+            magnitude = math.sqrt(sum(float(c.square().sum()) for c in base))
+            self._noise[key] = max(total if correlated else math.sqrt(total), EPS64 * magnitude)
+        return self._noise[key]
+
+    def noise_bound(self, step: float) -> float:
+        """Allowed |numeric − analytic| of a central difference from rounding alone. Past the
+        base step the noise is measured at the step itself (a layer that rounds to float32
+        inside hardly moves under a 1e-8 perturbation, so the base step undercounts it) and
+        taken as correlated across chunks: measured on tests/zoo/good_grad_float32_inside.py,
+        the independent estimate is 2x low there."""
+        if step <= BASE_STEP:
+            refined = (BASE_STEP, True, False)
+            noise = self._noise[refined] if refined in self._noise else self.noise()
+        else:
+            noise = max(self.noise(refined=True), self.noise(step, refined=True, correlated=True))
+        return _sigmas(noise, step)
+
+    def step_for(self, spread: float, tolerance: float) -> float:
+        """The smallest step from BASE_STEP up at which rounding uses at most a tenth of the
+        tolerance. The cheap noise estimate decides when it is small enough; else the refined
+        one (two more evaluations) sets the step."""
+        share = NOISE_SHARE * tolerance * spread
+        if spread <= 0 or _sigmas(self.noise(), BASE_STEP) <= share:
+            return BASE_STEP
+        wanted = BASE_STEP * _sigmas(self.noise(refined=True), BASE_STEP) / share
+        return min(max(BASE_STEP, wanted), MAX_STEP)
+
+    # -- comparing ---------------------------------------------------------------------------
+
+    def spread(self, probe: Probe, grads: Sequence[torch.Tensor | None]) -> float:
+        """Standard deviation of the analytic directional derivative over the probe's random
+        directions: the norm of scale·gradient over the elements the probe perturbs."""
+        slot = probe.region.slot if probe.region is not None else probe.slot
+        total = 0.0
+        for index, (g, value, scale) in enumerate(zip(grads, self.fn.point, self.scales)):
+            if g is None or (slot is not None and index != slot):
+                continue
+            scaled = g.detach().to(torch.float64) * scale
+            if probe.region is not None:
+                scaled = scaled[probe.region.mask(value).to(scaled.device)]
+            total += float(scaled.square().sum())
+        return math.sqrt(total)
+
+    def compare(self, probe: Probe, grads: Sequence[torch.Tensor | None], tolerance: float, *,
+                outputs: Sequence[int] | None = None, spread: float | None = None) -> Comparison:
+        """Analytic directional derivative from ``grads`` against the differences along ``probe``
+        (restricted to the output rows in ``outputs`` when given).
+
+        The analytic side is dotted with the direction u itself, not with the perturbation
+        (x + h·u) − (x − h·u) as rounded: the two differ by about eps·|x| / h per element,
+        which moves the result by ~5e-9 of the spread at h = 1e-8, far below any tolerance.
+        Past the base step (Note [precision]) the central difference is extrapolated from h and
+        2h, (4·c(h) − c(2h)) / 3, which removes its h² truncation error."""
+        rows = slice(None) if outputs is None else list(outputs)
+
+        def sums(step: float) -> tuple[float, float]:
+            up, down = self.measure(Probe(probe.draw, step, probe.slot, probe.region))
+            return float(up[rows].sum()), float(down[rows].sum())
+
+        h = probe.step
+        up, down = sums(h)
+        base = float(self.base()[rows].sum())
+        numeric = (up - down) / (2 * h)
+        noise = self.noise_bound(h)
+        if h > BASE_STEP:
+            up2, down2 = sums(2 * h)
+            numeric = (4 * numeric - (up2 - down2) / (4 * h)) / 3
+            noise *= 1.35  # the extrapolation's noise: sqrt(8 + 1/8) / 3 over the central's 1 / sqrt(2)
+        one_sided = ((up - base) / h, (base - down) / h)
+        analytic = sum(float((g.detach().to(u.device, torch.float64) * u).sum())
+                       for g, u in zip(grads, self.directions(probe)) if g is not None and u is not None)
+        spread = self.spread(probe, grads) if spread is None else spread
+        return Comparison(probe, analytic, numeric, one_sided, spread, tolerance * spread + noise)
+
+
+def _sigmas(noise: float, step: float) -> float:
+    """NOISE_SIGMAS standard deviations of a central difference whose evaluations have ``noise``."""
+    return NOISE_SIGMAS * math.sqrt(2) * noise / (2 * step)
+
+
+def _scale(value: torch.Tensor) -> float:
+    """How far a tensor is perturbed, per unit step: its largest finite magnitude, or 1 for zeros."""
+    value = value.detach()
+    largest = float(value.abs().max()) if value.numel() else 0.0
+    if not math.isfinite(largest):
+        finite = value[torch.isfinite(value)]
+        largest = float(finite.abs().max()) if finite.numel() else 0.0
+    return largest if largest > 0 else 1.0
+

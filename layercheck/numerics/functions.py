@@ -1,0 +1,221 @@
+"""A layer, and its first gradient, as fixed functions of their floating tensors: what the
+engine (``engine.py``) differences and what the checks take analytic gradients of."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from layercheck.errors import LayerRaised
+from layercheck.numerics.engine import NotDifferentiable, chunk_sums
+from layercheck.subject import Outputs, Subject, backward_nodes, seeded, user_trace
+
+
+class LayerFunction:
+    """A layer as a fixed function of its floating inputs and learnable parameters.
+
+    Every evaluation starts from the same state (buffers restored) and the same random
+    stream (the subject reseeds each call), so dropout, running statistics and recurrent
+    state do not change the function between evaluations.
+    """
+
+    def __init__(self, subject: Subject, inputs: Sequence[torch.Tensor]) -> None:
+        self.subject = subject
+        self.inputs = [x.detach() for x in inputs]
+        self.parameters = subject.parameters()
+        self.input_slots = [i for i, x in enumerate(self.inputs) if x.is_floating_point()]
+        self.names = [f"input {i}" for i in self.input_slots] + [f"parameter {n!r}" for n, _ in self.parameters]
+        self.point = [self.inputs[i] for i in self.input_slots] + [p.detach().clone() for _, p in self.parameters]
+        self.state = subject.snapshot()
+
+    def __len__(self) -> int:
+        return len(self.point)
+
+    def call(self, values: Sequence[torch.Tensor] | None = None, *,
+             requires: Sequence[bool] | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Run the training forward at ``values`` (the point by default), tensors flagged in
+        ``requires`` requiring grad (all by default). Returns the floating outputs and the
+        tensors that stand for the slots (input leaves, then the parameters)."""
+        values = self.point if values is None else values
+        requires = [True] * len(self) if requires is None else list(requires)
+        self.subject.restore(self.state)
+        inputs = list(self.inputs)
+        leaves = []
+        for slot, index in enumerate(self.input_slots):
+            value = values[slot].detach()
+            leaf = (value.clone() if value is self.point[slot] else value).requires_grad_(requires[slot])
+            inputs[index] = leaf
+            leaves.append(leaf)
+        offset = len(self.input_slots)
+        flags = [p.requires_grad for _, p in self.parameters]
+        try:
+            with torch.no_grad():
+                for (_, p), value in zip(self.parameters, values[offset:]):
+                    p.copy_(value)
+            for (_, p), flag in zip(self.parameters, requires[offset:]):
+                p.requires_grad_(flag)
+            raw = self.subject.forward(inputs)
+        finally:
+            for (_, p), flag in zip(self.parameters, flags):
+                p.requires_grad_(flag)
+        return Outputs.of(raw).floating, leaves + [p for _, p in self.parameters]
+
+    def reset(self) -> None:
+        """Put the parameters and the state back at the point."""
+        with torch.no_grad():
+            for (_, p), value in zip(self.parameters, self.point[len(self.input_slots):]):
+                p.copy_(value)
+        self.subject.restore(self.state)
+
+    def gradient(self, cotangents: Sequence[torch.Tensor | None] | Callable[[list[torch.Tensor]], list[torch.Tensor]],
+                 *, requires: Sequence[bool] | None = None,
+                 watch: Callable[[list[torch.Tensor]], AbstractContextManager[Any]] | None = None) -> Backprop:
+        """One forward and backward at the point: the analytic gradient of sum_k <w_k, y_k> for
+        every slot flagged in ``requires`` (None where autograd gives none, and for slots not
+        flagged). ``cotangents`` has one entry per floating output (None leaves an output out),
+        or makes them from the outputs. ``watch(outputs)`` is entered around the backward.
+        Raises LayerRaised (phase "forward" or "backward")."""
+        requires = [True] * len(self) if requires is None else list(requires)
+        outputs, leaves = self.call(requires=requires)
+        given = list(cotangents(outputs) if callable(cotangents) else cotangents)
+        if len(given) != len(outputs):
+            raise ValueError(f"{len(given)} cotangents for {len(outputs)} floating outputs")
+        pairs = [(y, w) for y, w in zip(outputs, given) if w is not None and y.requires_grad]
+        wanted = [slot for slot, flag in enumerate(requires) if flag]
+        grads: list[torch.Tensor | None] = [None] * len(self)
+        if pairs and wanted:
+            with seeded(self.subject.target.seed, self.subject.device), (watch or _no_watch)(outputs):
+                try:
+                    found = torch.autograd.grad([y for y, _ in pairs], [leaves[s] for s in wanted],
+                                                [w.to(y.dtype) for y, w in pairs], allow_unused=True)
+                except Exception as exc:
+                    raise LayerRaised("backward", exc, user_trace(exc)) from exc
+            for slot, g in zip(wanted, found):
+                grads[slot] = None if g is None else g.detach()
+        return Backprop(grads, [y.detach() for y in outputs], [y.requires_grad for y in outputs], given)
+
+    def terms(self, values: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Partial sums of <w_k, y_k> in float64, ``CHUNKS`` per output: shape (outputs, CHUNKS).
+        Raises NotDifferentiable when the floating outputs change in number or size."""
+        outputs, _ = self.call(values)
+        _check_sizes(outputs, cotangents)
+        return torch.stack([chunk_sums(y, w) for y, w in zip(outputs, cotangents)])
+
+
+@dataclass(frozen=True)
+class Backprop:
+    """The result of :meth:`LayerFunction.gradient`."""
+
+    grads: list[torch.Tensor | None]  # per slot
+    outputs: list[torch.Tensor]  # floating outputs, detached
+    differentiable: list[bool]  # per floating output: did it require grad
+    cotangents: list[torch.Tensor | None]
+
+
+class GradientFunction:
+    """A layer's first gradient as a function one derivative up: F(θ, w) = <∇_θ <w, y(θ)>, u>,
+    of the inputs and parameters θ and the output cotangents w, for a fixed contraction u over
+    θ (see ``layercheck/checks/higher_order.py``, Note [second derivatives]).
+
+    ``FiniteDifferences`` differences it exactly as it does a :class:`LayerFunction` (both are
+    a ``DifferentiableFunction``); its analytic gradient, which those differences judge, is the
+    double backward (:meth:`gradient`). F is one row of partial sums over every tensor's
+    elements together, so that a jump of the first gradient where a step crosses a kink lands
+    in one or two of the CHUNKS and leaves the median of the noise estimate alone (a tensor of
+    its own, e.g. a per-channel threshold, would be all its row)."""
+
+    def __init__(self, fn: LayerFunction, cotangents: Sequence[torch.Tensor | None],
+                 contraction: Sequence[torch.Tensor]) -> None:
+        """``cotangents``: one per floating output (None leaves one out); ``contraction``: u, one
+        per slot of ``fn``."""
+        self.fn = fn
+        self.cotangents = list(cotangents)
+        self.outputs = [k for k, w in enumerate(self.cotangents) if w is not None]
+        self.contraction = torch.cat([u.detach().to(torch.float64).reshape(-1) for u in contraction])
+        self.point = list(fn.point) + [self.cotangents[k].detach() for k in self.outputs]  # type: ignore[union-attr]
+        self.names = list(fn.names) + [f"grad_output {k}" for k in self.outputs]
+        self.detached = False  # set by gradient(): no slot of the first gradient required grad
+        self.delayed = False  # set by gradient(): the first gradient's graph holds a node that raises
+
+    def __len__(self) -> int:
+        return len(self.point)
+
+    def first(self, values: Sequence[torch.Tensor], *,
+              create_graph: bool = False) -> tuple[list[torch.Tensor | None], list[torch.Tensor]]:
+        """The first gradient at ``values`` (θ, then one cotangent per kept output) and the
+        tensors that stand for θ. Raises LayerRaised("backward"), and NotDifferentiable when
+        the floating outputs change in number or size."""
+        count = len(self.fn)
+        outputs, leaves = self.fn.call(values[:count])
+        given = list(self.cotangents)
+        for k, w in zip(self.outputs, values[count:]):
+            given[k] = w
+        _check_sizes(outputs, given)
+        pairs = [(y, w) for y, w in zip(outputs, given) if w is not None and y.requires_grad]
+        if not pairs:
+            return [None] * count, leaves
+        with seeded(self.fn.subject.target.seed, self.fn.subject.device):
+            try:
+                found = torch.autograd.grad([y for y, _ in pairs], leaves, [w.to(y.dtype) for y, w in pairs],
+                                            allow_unused=True, create_graph=create_graph)
+            except Exception as exc:
+                raise LayerRaised("backward", exc, user_trace(exc)) from exc
+        return list(found), leaves
+
+    def reset(self) -> None:
+        self.fn.reset()
+
+    def terms(self, values: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Partial sums of <first gradient, u> in float64: shape (1, CHUNKS)."""
+        grads, _ = self.first(values)
+        flat = torch.cat([(torch.zeros_like(v) if g is None else g.detach()).to(torch.float64).reshape(-1)
+                          for g, v in zip(grads, self.fn.point)])
+        return chunk_sums(flat, cotangents[0]).unsqueeze(0)
+
+    def gradient(self) -> list[torch.Tensor | None]:
+        """The double backward at the point: the gradient of F over θ and the cotangents (None
+        where F does not depend on a tensor through autograd). Raises LayerRaised: phase
+        "backward" (the first one, with ``create_graph=True``) or "double backward"."""
+        count = len(self.fn)
+        ws = [w.clone().requires_grad_(True) for w in self.point[count:]]
+        try:
+            grads, leaves = self.first(self.fn.point[:count] + ws, create_graph=True)
+            pieces = [(g.reshape(-1) * u).sum() for g, u in zip(grads, self._split(self.contraction))
+                      if g is not None and g.requires_grad]
+            self.detached = not pieces
+            if self.detached:
+                return [None] * len(self)
+            # @once_differentiable (and a missing double-backward formula) gives the first gradient
+            # a node that raises when reached; a gradient over the layer's tensors never reaches
+            # the once_differentiable one (it hangs off stand-in leaves), so it would pass for a
+            # zero second derivative: look for such nodes instead.
+            self.delayed = any(type(node).__name__ in ("DelayedError", "Error") for node in backward_nodes(pieces))
+            with seeded(self.fn.subject.target.seed, self.fn.subject.device):
+                try:
+                    found = torch.autograd.grad(sum(pieces[1:], pieces[0]), leaves + ws, allow_unused=True)
+                except Exception as exc:
+                    raise LayerRaised("double backward", exc, user_trace(exc)) from exc
+        finally:
+            self.fn.reset()
+        return [None if g is None else g.detach() for g in found]
+
+    def _split(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        return list(flat.split([v.numel() for v in self.fn.point]))
+
+
+def _no_watch(outputs: list[torch.Tensor]) -> AbstractContextManager[Any]:
+    return nullcontext()
+
+
+def _check_sizes(outputs: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor | None]) -> None:
+    """Raises NotDifferentiable unless the outputs match the cotangents in number and size
+    (None matches any size)."""
+    if len(outputs) != len(cotangents) or any(w is not None and y.shape != w.shape
+                                               for y, w in zip(outputs, cotangents)):
+        raise NotDifferentiable("the number or sizes of the floating outputs change when the inputs move by "
+                                "a relative 1e-8: finite differences do not apply to this layer")
+

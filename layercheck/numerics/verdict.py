@@ -1,0 +1,107 @@
+"""The verdict policy: per-dtype gradient tolerances, and whether an analytic gradient agrees
+with the finite differences along a few random directions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from layercheck.compare import ratio
+from layercheck.numerics.engine import (
+    BASE_STEP,
+    Comparison,
+    DifferentiableFunction,
+    FiniteDifferences,
+    Probe,
+    Region,
+)
+
+# Tolerances on relative errors, per dtype of the analytic gradient (overridable per dtype
+# in the spec's ``tolerance:`` and with ``--tolerance``).
+# - float64: error of the directional derivative relative to its spread (Note [directional
+#   derivatives] in engine.py). Correct layers measure below 1e-8 (rounding only), broken
+#   ones at least 1e-3: 1e-6 sits between with two orders to spare on each side.
+# - lower precisions: ‖g − g64‖ / ‖g64‖ per tensor against the float64 analytic gradient,
+#   which the float64 differences vouch for. float32 rounding gives 1e-7..1e-5; an element
+#   on the other side of a kink in float32 (|x − kink| < 1e-7) moves a tensor's gradient by
+#   about 1/sqrt(elements), and such elements only exist in tensors of a million elements
+#   or more, where that is 1e-3. 1e-2 stays clear of both.
+GRADIENT_TOLERANCE: dict[torch.dtype, float] = {
+    torch.float64: 1e-6,
+    torch.float32: 1e-2,
+    torch.float16: 1e-1,
+    torch.bfloat16: 2e-1,
+}
+
+
+def gradient_tolerance(dtype: torch.dtype) -> float:
+    return GRADIENT_TOLERANCE.get(dtype, 1e-1)
+
+
+@dataclass
+class Verdict:
+    """Whether an analytic gradient agrees with the differences, and the evidence."""
+
+    passed: bool
+    comparisons: list[Comparison]
+    step: float
+    tolerance: float
+    noise: float  # noise bound at ``step`` relative to the spread
+    retried: bool = False
+
+    @property
+    def worst(self) -> Comparison:
+        return max(self.comparisons, key=lambda c: c.relative_error)
+
+    @property
+    def precision_limited(self) -> bool:
+        return self.step > BASE_STEP
+
+    def summary(self) -> str:
+        worst = self.worst
+        text = (f"analytic {worst.analytic:.9g} vs numeric {worst.numeric:.9g}, relative error "
+                f"{worst.relative_error:.2g} {'<=' if self.passed else '>'} tolerance {self.tolerance:g}")
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "tolerance": self.tolerance,
+            "step": self.step,
+            "noise": self.noise,
+            "directions": [c.to_dict() for c in self.comparisons],
+            "retried_with_fresh_directions": self.retried,
+        }
+
+
+def judge(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.Tensor | None], tolerance: float, *,
+          slot: int | None = None, region: Region | None = None, outputs: Sequence[int] | None = None,
+          draws: int = 2, retry: bool = True, step: float | None = None) -> Verdict:
+    """Compare ``grads`` with the differences along ``draws`` random directions (over every
+    slot, one slot, or a region); a failing set is retried once with fresh directions
+    (Note [kinks] in engine.py). Unless ``step`` is given, the step grows for layers that
+    compute in lower precision (Note [precision] in engine.py)."""
+    spread = fd.spread(Probe(0, BASE_STEP, slot, region), grads)
+    step = fd.step_for(spread, tolerance) if step is None else step
+    first = [Probe(d, step, slot, region) for d in range(draws)]
+
+    def compare(probe: Probe) -> Comparison:
+        return fd.compare(probe, grads, tolerance, outputs=outputs, spread=spread)
+
+    comparisons = [compare(p) for p in first]
+    retried = False
+    if retry and not all(c.agrees for c in comparisons):
+        retried = True
+        fresh = [Probe(draws + d, step, slot, region) for d in range(draws)]
+        again = [compare(p) for p in fresh]
+        if all(c.agrees for c in again):
+            comparisons = again
+        else:
+            comparisons = comparisons + again
+    passed = all(c.agrees for c in comparisons)
+    noise = ratio(fd.noise_bound(step), comparisons[0].spread)
+    return Verdict(passed, comparisons, step, tolerance, noise, retried)
+
