@@ -128,6 +128,7 @@ class TargetRun:
         self.facts: dict[str, Any] = {}
         self.blocked: dict[str, str] = {}  # check id -> "failed" or "ended in an error"
         self.setup_failure: str | None = None
+        self.results: dict[tuple[str, str], CheckResult] = {}
         self._planned = frozenset(p.info.id for p in self.plan)
 
     def start(self) -> str | None:
@@ -145,6 +146,19 @@ class TargetRun:
         except LayerRaised as exc:
             self.setup_failure = f"needs initialize, which raised {type(exc.exc).__name__}: {exc.exc}"
         return None
+
+    def result(self, info: CheckInfo, variant: str) -> CheckResult:
+        """The outcome of one check, run once: its prerequisites first (every planned variant
+        of each, unless they ran already), so that it is gated as in a whole run even when it
+        is run alone (a pytest item selected with -k)."""
+        key = (info.id, variant)
+        if key not in self.results:
+            for planned in self.plan:
+                if planned.info.id in info.requires:
+                    for other in planned.variants:
+                        self.result(planned.info, other)
+            self.results[key] = self.run(info, variant)
+        return self.results[key]
 
     def run(self, info: CheckInfo, variant: str) -> CheckResult:
         """Run one check (or skip it when a prerequisite blocks it) and remember its outcome."""
@@ -186,7 +200,7 @@ def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Op
             if progress is not None:
                 progress(target.name, f"{planned.info.id}[{variant}]" if variant else planned.info.id, len(results),
                          total)
-            results.append(session.run(planned.info, variant))
+            results.append(session.result(planned.info, variant))
     return RunReport(target=target.name, kind=target.kind, inputs=inputs, seed=target.seed,
                      seconds=time.perf_counter() - start, results=results,
                      custom_backward=session.facts.get("custom_backward"))
