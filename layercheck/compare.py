@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -43,12 +43,15 @@ class Allowance:
     ``floor`` is an absolute allowance for rounding measured on the layer itself (see
     ``layercheck/calibration.py``): an element that is zero by cancellation carries the
     rounding of the terms that cancelled, which no multiple of its own size bounds.
-    ``source`` says where ``floor`` comes from, for the failure message."""
+    ``source`` says where ``floor`` comes from, for the failure message. ``refine``, when
+    given, makes the allowance that applies when this one is exceeded (a floor that costs
+    runs of the layer to measure is measured only when a comparison needs it)."""
 
     rtol: float
     atol: float
     floor: float = 0.0
     source: str = ""
+    refine: Callable[[], Allowance] | None = field(default=None, compare=False, repr=False)
 
     @property
     def absolute(self) -> float:
@@ -117,6 +120,9 @@ def assert_close(
                               f"({want})", tensor=name)
         allowed = allowance(name, e) if callable(allowance) else allowance
         found = mismatch(e, a, allowed)
+        if found is not None and allowed.refine is not None:
+            allowed = allowed.refine()
+            found = mismatch(e, a, allowed)
         if found is not None:
             raise CheckFailed(
                 f"{what}: {name} differs at index {tuple(found['index'])}: {have} {found['actual']:.6g}, "

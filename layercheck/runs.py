@@ -24,7 +24,6 @@ from layercheck.compare import (
     identical,
     mismatch,
     rounding_allowance,
-    scaled_allowance,
 )
 from layercheck.context import Context
 from layercheck.errors import CheckFailed, LayerRaised
@@ -118,7 +117,7 @@ def _attached(subject: Subject) -> tuple[str, ...]:
 def gradient_targets(subject: Subject, inputs: Sequence[torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
     """What gradients are taken of: inputs that require grad, then learnable parameters."""
     named = [(f"input {i}", x) for i, x in enumerate(inputs) if x.requires_grad]
-    return named + [(f"parameter {name}", p) for name, p in subject.parameters()]
+    return named + [(f"parameter {name!r}", p) for name, p in subject.parameters()]
 
 
 def gradients(ctx: Context, subject: Subject, inputs: Sequence[torch.Tensor],
@@ -192,19 +191,6 @@ def forward_is_random(ctx: Context) -> bool:
 
 
 # -- comparing -------------------------------------------------------------------------------
-
-
-def path_allowance(ctx: Context) -> AllowanceFor:
-    """The allowance of a check that compares the same math along another path: its declared
-    (or overridden) relative tolerance for the tensor's dtype, the absolute part scaled to the
-    tensor's largest magnitude (compare.scaled_allowance)."""
-
-    def allowance(name: str, expected: torch.Tensor) -> Allowance:
-        if not expected.is_floating_point():
-            return Allowance(0.0, 0.0)
-        return scaled_allowance(expected, ctx.tolerance(expected.dtype))
-
-    return allowance
 
 
 def rounding_allowance_of(ctx: Context) -> AllowanceFor:

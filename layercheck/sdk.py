@@ -13,6 +13,8 @@ itself cannot complete. Only the runner turns these into results.
 
 from __future__ import annotations
 
+from layercheck.calibration import SOURCE as FLOOR_SOURCE
+from layercheck.calibration import Spread, gradient_norm_floor, path_allowance, spread
 from layercheck.compare import (
     DTYPES,
     EXACT,
@@ -62,7 +64,6 @@ from layercheck.runs import (
     forward_run,
     input_change,
     output_names,
-    path_allowance,
     path_tolerances,
     predict_is_random,
     predict_run,
@@ -85,6 +86,7 @@ from layercheck.subject import (
 __all__ = [
     "DTYPES",
     "EXACT",
+    "FLOOR_SOURCE",
     "FORWARD",
     "PREDICT",
     "Allowance",
@@ -100,6 +102,7 @@ __all__ = [
     "Outputs",
     "Run",
     "SharedRun",
+    "Spread",
     "Subject",
     "Target",
     "Tolerance",
@@ -116,6 +119,7 @@ __all__ = [
     "failing",
     "forward_is_random",
     "forward_run",
+    "gradient_norm_floor",
     "identical",
     "input_change",
     "is_user_file",
@@ -141,6 +145,7 @@ __all__ = [
     "scaled_allowance",
     "seeded",
     "selector",
+    "spread",
     "tensors_in",
     "user_frame",
     "user_trace",

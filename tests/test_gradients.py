@@ -194,3 +194,29 @@ def test_catalogue_lists_the_gradient_checks() -> None:
     for check_id in GRADIENT_CHECKS:
         assert check_id in result.stdout
     assert "gradientsAreNumericallyCorrect" in result.stdout
+
+
+BIAS_BEFORE_NORM = ("good_bias_before_batchnorm", "good_bias_before_batchnorm1d", "good_bias_before_instancenorm")
+FLOAT32_COMPARISONS = ("gradients", "needs_input_grad", "noncontiguous", "observations", "state_dict")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", BIAS_BEFORE_NORM)
+def test_a_bias_before_a_normalisation_passes_on_every_seed_batch_and_thread_count(name: str, threads: int) -> None:
+    module = load_zoo(name)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for batch in (2, 4, 8):
+            layout = Layout.parse(module.LAYOUTS[0]).with_size("B", batch)
+            for seed in range(6):
+                report = run_target(Target(module.LAYER, [layout], seed=seed), select(only=FLOAT32_COMPARISONS),
+                                    options=Options(seed=seed))
+                bad = [f"{r.check}[{r.variant}]: {r.message}" for r in report.results if r.status.value != "passed"
+                       and r.status.value != "skipped"]
+                assert not bad, (name, threads, batch, seed, bad)
+                notes = [n for r in report.results for n in r.notes]
+                assert any("has no effect on the output" in n for n in notes), (name, batch, seed)
+    finally:
+        torch.set_num_threads(before)

@@ -17,6 +17,11 @@ def test_zoo_layer_is_judged_right(name: str) -> None:
         f"  {r.check}[{r.variant}] {r.status.value}: {r.message}" for r in report.results if r.check in failed ^ expected
     )
     assert failed == expected, f"{name}: failed {sorted(failed)}, expected {sorted(expected)}\n{details}"
+    notes = {r.check: " ".join(r.notes) for r in report.results if r.notes}
+    wanted = dict(getattr(load_zoo(name), "EXPECT_NOTES", {}))
+    assert set(notes) == set(wanted), f"{name}: notes from {sorted(notes)}, expected from {sorted(wanted)}: {notes}"
+    for check, text in wanted.items():
+        assert text in notes[check], f"{name}: {check} notes {notes[check]!r} lack {text!r}"
 
 
 def test_zoo_has_broken_and_correct_layers() -> None:

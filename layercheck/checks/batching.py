@@ -82,7 +82,7 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
         for j, d in enumerate(found):
             if d is not None:
                 assert_close([batched[j].narrow(d, i, 1)], [single[j]], names=[f"output {j}"],
-                             allowance=path_allowance(ctx),
+                             allowance=path_allowance(ctx, PREDICT),
                              what=f"observation {i} of a batch of {size} vs the same observation alone (batch dim {d})")
     assert found is not None
     compared = [j for j, d in enumerate(found) if d is not None]

@@ -106,7 +106,7 @@ def _compare_on(ctx: Context, dev: torch.device) -> set[str]:
     ):
         names, expected, actual = comparable(cpu, other)
         if not assert_same_unless_random(expected, actual, random=is_random, names=names,
-                                         allowance=path_allowance(ctx), what=f"{mode} on {dev} vs the CPU"):
+                                         allowance=path_allowance(ctx, FORWARD if mode == "forward" else PREDICT), what=f"{mode} on {dev} vs the CPU"):
             random.add(mode)
     return random
 

@@ -193,7 +193,8 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     with _failing_with(predict_label):
         predicted = predict_run(subject, [predict_make(x) for x in subject.inputs()])
     predict_compared = assert_same_unless_random(
-        reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx), allowance=path_allowance(ctx),
+        reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx),
+        allowance=path_allowance(ctx, PREDICT),
         what=f"predict with {predict_label} inputs vs contiguous ones", names=output_names(reference_p.outputs))
     label, make = usable[-1]
     reference_f = reference_forward(ctx)
@@ -203,7 +204,7 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
         forwarded = forward_run(ctx, subject, inputs)
     names, expected, actual = comparable(reference_f, forwarded)
     forward_compared = assert_same_unless_random(
-        expected, actual, random=lambda: forward_is_random(ctx), names=names, allowance=path_allowance(ctx),
+        expected, actual, random=lambda: forward_is_random(ctx), names=names, allowance=path_allowance(ctx, FORWARD),
         what=f"forward and backward with {label} inputs vs contiguous ones")
     random = [m for m, c in (("predict", predict_compared), ("forward", forward_compared)) if not c]
     note = f" (values of {' and '.join(random)} differ: the layer draws random numbers)" if random else ""

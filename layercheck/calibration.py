@@ -1,0 +1,179 @@
+"""How much a layer's own float32 rounding moves each tensor it computes, measured on the layer.
+
+Note [rounding floor]
+    Checks that compare two float32 computations of the same tensors (strided vs contiguous
+    inputs, CPU vs accelerator, compiled vs eager, a batch vs its observations, float32 vs
+    float64 gradients) bound the difference by a relative tolerance and an absolute part
+    scaled to the tensor's largest element. Neither bounds an element that is zero by
+    cancellation: the gradient of a bias directly before a normalisation is exactly zero, and
+    float32 returns the rounding left over from a sum of terms that cancel (about 1e-6 where
+    the terms are of order one, while float64 returns 1e-15). That residue is as large as the
+    tensor's largest element, so every relative rule calls it a bug.
+
+    The floor measures that residue instead of guessing it: the shared float32 run is
+    repeated with every floating input and parameter moved by one unit in the last place
+    (``torch.nextafter``, a random direction per element) — another rounding of the same
+    computation, as another summation order would give. Per tensor, the spread |A − B|
+    between the runs is what rounding alone produces; a comparison may then differ by
+    SAFETY times its largest element (its norm, for the norm-based comparisons). Two
+    perturbed runs are taken and the larger spread kept, so a spread that is small by chance
+    does not make the floor small.
+
+    Why SAFETY = 8: measured on conv+BatchNorm2d, Linear+BatchNorm1d and Conv1d+InstanceNorm1d
+    at seeds 0-2, the largest difference between channels-last and contiguous (and between
+    float32 and float64) bias gradients was 3.4 times the larger of the two spreads. For an
+    element that is not zero by cancellation the floor is about eight units of rounding of the
+    element itself, far below the relative tolerances (1e-4 and more), so it loosens nothing
+    there; a bug moves an element by its own size, far above any floor.
+
+    Large tensors: a perturbation that moves an element across a kink (a threshold, a
+    max-pooling tie) changes it by the size of the jump, which is not rounding. Such
+    crossings are rare (about one in ten million elements), so for tensors of more than
+    TRIMMED elements the few largest spreads (one in TRIMMED) are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from layercheck.compare import EXACT, Allowance, AllowanceFor, scaled_allowance
+from layercheck.context import Context
+from layercheck.registry import SharedRun
+from layercheck.runs import (
+    FORWARD,
+    Run,
+    forward_run,
+    output_names,
+    predict_run,
+    reference_forward,
+    reference_predict,
+)
+from layercheck.subject import Subject
+
+SAFETY = 8.0
+PERTURBATIONS = 2
+TRIMMED = 10_000
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How far two float32 roundings of one computation land apart, per named tensor (the
+    names :func:`layercheck.runs.comparable` gives: ``output 0``, ``gradient of input 0``,
+    ``state 'running_mean'``)."""
+
+    largest: dict[str, float]  # the largest elementwise |A − B| (trimmed for large tensors)
+    norms: dict[str, float]  # ‖A − B‖
+
+    def floor(self, name: str) -> float:
+        """The absolute allowance for one element of ``name`` (Note [rounding floor])."""
+        return SAFETY * self.largest.get(name, 0.0)
+
+    def norm_floor(self, name: str) -> float:
+        """The allowance for the norm of a difference of two computations of ``name``."""
+        return SAFETY * self.norms.get(name, 0.0)
+
+
+SOURCE = f"{SAFETY:g}x the spread between two float32 roundings of this tensor"
+"""How a failure message names where the floor comes from."""
+
+
+def spread(ctx: Context, run: SharedRun) -> Spread:
+    """The rounding spread of the shared float32 ``run`` (PREDICT or FORWARD), computed once per
+    target."""
+    ctx.use(run)
+    return ctx.shared(("rounding spread", run.name), lambda: _measure(ctx, run))
+
+
+def _measure(ctx: Context, run: SharedRun) -> Spread:
+    reference = reference_forward(ctx) if run is FORWARD else reference_predict(ctx)
+    names, values = _named(reference)
+    largest: dict[str, float] = dict.fromkeys(names, 0.0)
+    norms: dict[str, float] = dict.fromkeys(names, 0.0)
+    for k in range(PERTURBATIONS):
+        subject, inputs = _perturbed(ctx, k)
+        if run is FORWARD:
+            for x in inputs:
+                x.requires_grad_(x.is_floating_point())
+            other = forward_run(ctx, subject, inputs)
+        else:
+            other = predict_run(subject, inputs)
+        other_names, other_values = _named(other)
+        if other_names != names:
+            continue  # the perturbation changed what the layer returns: nothing to learn from it
+        for name, a, b in zip(names, values, other_values):
+            if a.shape != b.shape or not a.is_floating_point():
+                continue
+            difference = (a.detach().to(torch.float64) - b.detach().to(torch.float64)).abs()
+            difference = torch.nan_to_num(difference, nan=0.0, posinf=0.0)
+            largest[name] = max(largest[name], _robust_max(difference))
+            norms[name] = max(norms[name], float(difference.norm()))
+    return Spread(largest, norms)
+
+
+def _named(run: Run) -> tuple[list[str], list[torch.Tensor]]:
+    names, values = output_names(run.outputs), list(run.outputs)
+    for name, grad in run.grads:
+        if grad is not None:
+            names.append(f"gradient of {name}")
+            values.append(grad)
+    for name, value in run.state.items():
+        if value is not None:
+            names.append(f"state {name!r}")
+            values.append(value)
+    return names, values
+
+
+def _perturbed(ctx: Context, k: int) -> tuple[Subject, list[torch.Tensor]]:
+    """A fresh layer and inputs with every floating element moved one unit in the last place,
+    up or down at random (seeded by the target's seed and ``k``)."""
+    gen = torch.Generator().manual_seed(ctx.seed * 1_000_003 + 7_777 + k)
+    subject = ctx.fresh()
+    with torch.no_grad():
+        for _, p in subject.parameters():
+            p.copy_(_nudged(p, gen))
+    return subject, [_nudged(x, gen) if x.is_floating_point() else x for x in subject.inputs()]
+
+
+def _nudged(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    up = torch.rand(x.shape, generator=gen) < 0.5
+    toward = torch.where(up, torch.full((), float("inf")), torch.full((), float("-inf"))).to(x.device, x.dtype)
+    return torch.nextafter(x.detach(), toward)
+
+
+def _robust_max(difference: torch.Tensor) -> float:
+    """The largest element, leaving out one in TRIMMED for large tensors (kink crossings)."""
+    flat = difference.reshape(-1)
+    trim = flat.numel() // TRIMMED
+    if not flat.numel():
+        return 0.0
+    if trim == 0:
+        return float(flat.max())
+    return float(flat.kthvalue(flat.numel() - trim).values)
+
+
+def path_allowance(ctx: Context, run: SharedRun | None = None) -> AllowanceFor:
+    """The allowance of a check that compares the same math along another path: its declared
+    (or overridden) relative tolerance for the tensor's dtype, the absolute part scaled to the
+    tensor's largest magnitude (compare.scaled_allowance), and for float32 tensors of the
+    shared ``run`` (PREDICT or FORWARD) the rounding floor measured on the layer (Note
+    [rounding floor])."""
+
+    def allowance(name: str, expected: torch.Tensor) -> Allowance:
+        if not expected.is_floating_point():
+            return EXACT
+        allowed = scaled_allowance(expected, ctx.tolerance(expected.dtype))
+        if run is None or expected.dtype != torch.float32:
+            return allowed
+        return replace(allowed, refine=lambda: allowed.with_floor(spread(ctx, run).floor(name), SOURCE))
+
+    return allowance
+
+
+def gradient_norm_floor(ctx: Context, name: str, dtype: torch.dtype = torch.float32) -> float:
+    """The norm floor of the float32 forward run's gradient of ``name`` (``input 0``,
+    ``parameter 'w'``), for a comparison of two ``dtype`` computations of that gradient:
+    scaled by the ratio of the dtypes' machine epsilons for float16 and bfloat16."""
+    floor = spread(ctx, FORWARD).norm_floor(f"gradient of {name}")
+    return floor * torch.finfo(dtype).eps / torch.finfo(torch.float32).eps
