@@ -133,6 +133,12 @@ def test_markdown_puts_failures_first_and_escapes_table_cells(report: Report) ->
     assert "could not be checked" in missing and "nowhere.py" in missing
 
 
+def test_table_titles_name_the_target_and_its_status(report: Report) -> None:
+    text = report.render("table")
+    assert f"{by_name(report, 'good.yaml').target} [passed]" in text  # "[passed]" is not rich markup
+    assert f"{by_name(report, 'broken.yaml').target} [failed]" in text
+
+
 def test_every_format_renders(report: Report) -> None:
     assert {"table", "json", "junit", "markdown"} <= set(formats())
     for fmt in formats():

@@ -8,7 +8,14 @@ from collections.abc import Iterator
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -33,7 +40,7 @@ def run_table(run: RunReport, *, verbose: bool = False) -> RenderableType:
     title = f"{run.target} [{run.status.value}]"
     if run.error is not None:
         return Text.assemble((title, "bold"), "\n", ("error: ", STYLES[Status.ERROR]), run.error)
-    table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    table = Table(title=Text(title), title_justify="left", show_lines=False, expand=False)  # not markup: "[passed]"
     table.add_column("check", no_wrap=True)
     table.add_column("variant", no_wrap=True)
     table.add_column("status", no_wrap=True)
@@ -90,7 +97,7 @@ def progress_display(console: Console, *, enabled: bool = True) -> Iterator[obje
         return
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=console, transient=True)
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def update(target: str, check: str, index: int, total: int) -> None:
         if target not in tasks:
