@@ -32,12 +32,19 @@ class ExitCode(enum.IntEnum):
 
 @dataclass(frozen=True)
 class CheckResult:
+    """The outcome of one check (and variant) on one target.
+
+    ``notes`` are facts worth a user's attention that are not failures (a parameter with no
+    effect on the output, a broadcast-shaped gradient); every report format shows them.
+    """
+
     check: str
     variant: str
     status: Status
     seconds: float
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +53,7 @@ class CheckResult:
             "status": self.status.value,
             "seconds": round(self.seconds, 6),
             "message": self.message,
+            "notes": list(self.notes),
             "details": self.details,
         }
 
@@ -58,6 +66,7 @@ class CheckResult:
             seconds=float(data["seconds"]),
             message=data.get("message", ""),
             details=dict(data.get("details") or {}),
+            notes=tuple(data.get("notes") or ()),
         )
 
 
@@ -70,7 +79,11 @@ def count(results: list[CheckResult]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class RunReport:
-    """The outcome of checking one target."""
+    """The outcome of checking one target.
+
+    ``error`` is why the layer could not be loaded or constructed (then there are no results);
+    ``location`` is where the layer is defined, ``{"file": ..., "line": ...}``, when known.
+    """
 
     target: str
     kind: str | None
@@ -80,6 +93,7 @@ class RunReport:
     results: list[CheckResult]
     custom_backward: bool | None = None
     error: str | None = None
+    location: dict[str, Any] | None = None
 
     @property
     def status(self) -> Status:
@@ -91,7 +105,11 @@ class RunReport:
 
     @property
     def summary(self) -> dict[str, int]:
-        return count(self.results)
+        """Results by status; a layer that could not be loaded or constructed counts as one error."""
+        summary = count(self.results)
+        if self.error is not None:
+            summary["error"] += 1
+        return summary
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,6 +119,7 @@ class RunReport:
             "inputs": self.inputs,
             "status": self.status.value,
             "error": self.error,
+            "location": self.location,
             "seed": self.seed,
             "seconds": round(self.seconds, 6),
             "summary": self.summary,
@@ -118,6 +137,7 @@ class RunReport:
             results=[CheckResult.from_dict(r) for r in data.get("results", [])],
             custom_backward=data.get("custom_backward"),
             error=data.get("error"),
+            location=data.get("location"),
         )
 
 
@@ -138,7 +158,11 @@ class Report:
 
     @property
     def summary(self) -> dict[str, Any]:
-        total: dict[str, Any] = count(self.results)
+        """Every run's summary added up, and the time the whole invocation took."""
+        total: dict[str, Any] = count([])
+        for run in self.runs:
+            for status, n in run.summary.items():
+                total[status] += n
         total["seconds"] = round(self.seconds, 6)
         return total
 

@@ -44,12 +44,12 @@ def test_json_report_matches_the_schema(tmp_path: Path) -> None:
     assert set(data) == {"schema", "layercheck_version", "environment", "runs", "summary"}
     assert set(data["environment"]) == {"python", "torch", "devices"}
     (run,) = data["runs"]
-    assert set(run) == {"target", "kind", "custom_backward", "inputs", "status", "error", "seed", "seconds",
-                        "summary", "results"}
+    assert set(run) == {"target", "kind", "custom_backward", "inputs", "status", "error", "location", "seed",
+                        "seconds", "summary", "results"}
     assert run["target"] == "layers/prelu.py" and run["kind"] == "module" and run["status"] == "passed"
     assert run["inputs"] == [{"size": [4, 3, 5, 2], "format": "SSCB"}]
     assert run["results"][0]["check"] == "predict_runs"
-    assert set(run["results"][0]) == {"check", "variant", "status", "seconds", "message", "details"}
+    assert set(run["results"][0]) == {"check", "variant", "status", "seconds", "message", "notes", "details"}
     assert data["summary"]["passed"] == run["summary"]["passed"] == 1
     assert load(out.read_text()).runs[0].results[0].check == "predict_runs"  # round trip
 

@@ -1,19 +1,24 @@
-"""The JUnit and Markdown reports, parsed back and compared with the JSON report of the same run."""
+"""The reports as a user reads them: JUnit and Markdown parsed back and compared with the JSON
+report of the same run; notes and summary counts in every format."""
 
 from __future__ import annotations
 
+import io
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
+from conftest import ROOT, write_spec
+from rich.console import Console
 from typer.testing import CliRunner
 
-from conftest import ROOT, write_spec
 from layercheck import runner
 from layercheck.cli import app
-from layercheck.reporting import formats, render
-from layercheck.result import Report, Status
+from layercheck.reporting import console, formats, render
+from layercheck.reporting.json import load
+from layercheck.result import CheckResult, Report, RunReport, Status
 from layercheck.spec import load_spec
 
 PRELU = f"{ROOT / 'layers' / 'prelu.py'}:PReLU"
@@ -78,13 +83,13 @@ def test_junit_counts_agree_with_the_json_report(report: Report) -> None:
         cases = suite.findall("testcase")
         assert int(suite.get("tests")) == len(cases) == len(run["results"]) + load_failed
         assert int(suite.get("failures")) == run["summary"]["failed"] == len(suite.findall("testcase/failure"))
-        assert int(suite.get("errors")) == run["summary"]["error"] + load_failed == len(suite.findall("testcase/error"))
+        # A layer that could not be loaded is an error in both: its `load` testcase, its summary.
+        assert int(suite.get("errors")) == run["summary"]["error"] == len(suite.findall("testcase/error"))
         assert int(suite.get("skipped")) == run["summary"]["skipped"] == len(suite.findall("testcase/skipped"))
         names = [c.get("name") for c in cases if c.get("name") != "load"]
         assert names == [f"{r['check']}[{r['variant']}]" if r["variant"] else r["check"] for r in run["results"]]
     for key, json_key in (("failures", "failed"), ("errors", "error"), ("skipped", "skipped")):
-        loads = sum(run["error"] is not None for run in data["runs"]) if key == "errors" else 0
-        assert int(root.get(key)) == data["summary"][json_key] + loads
+        assert int(root.get(key)) == data["summary"][json_key]
     assert int(root.get("tests")) == len(root.findall("testsuite/testcase"))
 
 
@@ -141,8 +146,9 @@ def test_table_titles_name_the_target_and_its_status(report: Report) -> None:
 
 def test_every_format_renders(report: Report) -> None:
     assert {"table", "json", "junit", "markdown"} <= set(formats())
+    broken = by_name(report, "broken.yaml")
     for fmt in formats():
-        assert report.runs[0].target in report.render(fmt)
+        assert broken.target in report.render(fmt), fmt
 
 
 def test_cli_writes_junit_and_markdown(tmp_path: Path) -> None:
@@ -158,3 +164,146 @@ def test_cli_writes_junit_and_markdown(tmp_path: Path) -> None:
     result = cli.invoke(app, ["run", str(spec), "--check", "predict_runs", "--format", "markdown"])
     assert result.exit_code == 0
     assert result.stdout.startswith("## ✅ layercheck passed") and "`predict_runs`" in result.stdout
+
+
+def test_a_layer_that_could_not_be_loaded_counts_as_an_error(report: Report) -> None:
+    # hangs.yaml timed out (an errored check), missing.yaml could not be loaded
+    assert by_name(report, "missing.yaml").summary == {"passed": 0, "failed": 0, "skipped": 0, "error": 1}
+    assert report.summary["error"] == 2
+    assert json.loads(render(report, "json"))["summary"]["error"] == 2
+    assert ", 2 errors in " in report.render("table").splitlines()[-1]
+
+
+# -- notes, summary words, location: a hand-made report -------------------------------------------
+
+GOOD_NOTE = "the gradient of parameter 'bias' has shape (1, 3), which autograd reduces to its shape (3,)"
+BAD_NOTE = "parameter 'scale' has no effect on the output"
+TRACEBACK = 'Traceback (most recent call last):\n  File "layers/bad.py", line 9, in load\nRuntimeError: boom'
+REPRODUCE = "layercheck run layers/bad.py:Bad --layout 4,3:BC --check gradients:float64 --seed 0"
+
+
+def _direction(analytic: float, numeric: float, error: float) -> dict[str, Any]:
+    return {"analytic": analytic, "numeric": numeric, "one_sided": [numeric, numeric], "relative_error": error,
+            "step": 1e-8, "kink_crossed": False}
+
+
+def _element(index: list[int], analytic: float, numeric: float, value: float | None) -> dict[str, Any]:
+    element: dict[str, Any] = {"index": index, "analytic": analytic, "numeric": numeric,
+                               "relative_error": abs(analytic - numeric) / 2}
+    if value is not None:
+        element["value"] = value
+    return element
+
+
+def gradients_failure(*, values: bool = True) -> CheckResult:
+    """A failed gradients result shaped as the check writes it: three joint directions (one fine),
+    and input 0 wrong for values above 2.5 (two wrong elements, one right)."""
+    elements = [_element([0, 3], 2.0, 1.0, 2.7), _element([1, 1], 1.5, 0.5, 3.0), _element([0, 0], 0.5, 0.5, -1.0)]
+    if not values:
+        elements = [{k: v for k, v in e.items() if k != "value"} for e in elements]
+    details = {
+        "tolerance": 1e-6,
+        "directions": [_direction(4.7, 5.3, 3e-3), _direction(-47.0, -62.9, 0.079), _direction(1.0, 1.0, 0.0)],
+        "wrong": [{"tensor": "input 0", "tolerance": 1e-6,
+                   "directions": [_direction(-353.3, -346.5, 0.034), _direction(1.04, -4.99, 0.03)],
+                   "regions": ["values in [2.5, 3.1] (2.78% of the elements)"], "elements": elements}],
+        "reproduce": REPRODUCE,
+    }
+    return CheckResult("gradients", "float64", Status.FAILED, 0.07, "float64 analytic gradients disagree",
+                       details=details, notes=(BAD_NOTE,))
+
+
+def handmade(*runs: RunReport) -> Report:
+    """A report with a passing layer (a note, a known location), a failing one (a failed gradient
+    check with a note, an errored check) and one that could not be loaded."""
+    if not runs:
+        good = RunReport(
+            target="layers/good.py:Good", kind="module", inputs=[{"size": [4, 3], "format": "BC"}], seed=0,
+            seconds=0.2, custom_backward=False, location={"file": "layers/good.py", "line": 12},
+            results=[CheckResult("signatures", "", Status.PASSED, 0.001, "1 input(s) accepted by forward"),
+                     CheckResult("backward_size", "", Status.PASSED, 0.01, "every gradient has its tensor's size",
+                                 notes=(GOOD_NOTE,))])
+        crashed = CheckResult("state_dict", "", Status.ERROR, 0.02, "load_state_dict raised RuntimeError: boom",
+                              details={"traceback": TRACEBACK})
+        bad = RunReport(target="layers/bad.py:Bad", kind="module", inputs=[{"size": [4, 3], "format": "BC"}], seed=0,
+                        seconds=0.3, results=[gradients_failure(), crashed], custom_backward=True)
+        runs = (good, bad, _missing())
+    return Report(runs=list(runs), environment={"python": "3.11", "torch": "2.13", "devices": ["cpu"]},
+                  version="0.1.0", seconds=0.5)
+
+
+def _missing() -> RunReport:
+    return RunReport(target="missing.py:Layer", kind=None, inputs=[{"size": [4, 3], "format": "BC"}], seed=0,
+                     seconds=0.0, results=[], error="no such file missing.py")
+
+
+def test_summary_line_counts_notes_and_load_errors_in_singular_and_plural() -> None:
+    report = handmade()
+    assert report.summary == {"passed": 2, "failed": 1, "skipped": 0, "error": 2, "seconds": 0.5}
+    line = "2 passed, 1 failed, 0 skipped, 2 errors, 2 notes in 0.50 s"
+    assert report.render("table").splitlines()[-1] == line
+    assert line in report.render("markdown")
+    one = handmade(handmade().runs[0], _missing())
+    assert one.render("table").splitlines()[-1] == "2 passed, 0 failed, 0 skipped, 1 error, 1 note in 0.50 s"
+    clean = handmade(RunReport(target="t", kind="module", inputs=[], seed=0, seconds=0.1,
+                               results=[CheckResult("signatures", "", Status.PASSED, 0.1)]))
+    assert clean.render("table").splitlines()[-1] == "1 passed, 0 failed, 0 skipped, 0 errors in 0.50 s"
+
+
+def test_notes_and_location_survive_the_json_round_trip() -> None:
+    report = handmade()
+    data = json.loads(report.render("json"))
+    good, bad, missing = data["runs"]
+    assert good["results"][1]["notes"] == [GOOD_NOTE] and good["results"][0]["notes"] == []
+    assert good["location"] == {"file": "layers/good.py", "line": 12} and bad["location"] is None
+    assert missing["status"] == "error" and missing["summary"]["error"] == 1 and data["summary"]["error"] == 2
+    back = load(report.render("json"))
+    assert back.runs[0].results[1].notes == (GOOD_NOTE,) and back.runs[1].results[0].notes == (BAD_NOTE,)
+    assert back.runs[0].location == {"file": "layers/good.py", "line": 12}
+    assert back.render("table") == report.render("table")
+
+
+def test_every_format_shows_the_notes() -> None:
+    report = handmade()
+    for fmt in formats():
+        text = report.render(fmt)
+        assert BAD_NOTE in text, fmt
+        assert GOOD_NOTE in " ".join(text.split()), fmt  # the table may wrap it
+
+
+def test_junit_puts_notes_in_system_out() -> None:
+    root = ET.fromstring(handmade().render("junit"))
+    size = root.find("testsuite[@name='layers/good.py:Good']/testcase[@name='backward_size']")
+    assert size.find("system-out").text == f"every gradient has its tensor's size\nnote: {GOOD_NOTE}"
+    gradients = root.find("testsuite[@name='layers/bad.py:Bad']/testcase[@name='gradients[float64]']")
+    assert gradients.find("failure") is not None and gradients.find("system-out").text == f"note: {BAD_NOTE}"
+    assert root.find("testsuite[@name='layers/bad.py:Bad']/testcase[@name='state_dict']/system-out") is None
+    props = {p.get("name"): p.get("value") for p in root.iter("property") if p.get("name") == "location"}
+    assert props == {"location": "layers/good.py:12"}
+
+
+def test_markdown_lists_notes_per_layer_outside_the_fold() -> None:
+    text = handmade().render("markdown")
+    good = text.split("### ✅ `layers/good.py:Good`")[1].split("### ")[0]
+    assert good.index("</details>") < good.index("Notes:")
+    assert f"- `backward_size`: {GOOD_NOTE}" in good
+    assert "2 passed, 1 note · inputs" in good  # the layer's own counts
+    bad = text.split("`layers/bad.py:Bad`")[1].split("### ")[0]
+    assert f"- `gradients[float64]`: {BAD_NOTE}" in bad and "1 failed, 1 error, 1 note" in bad
+
+
+def test_table_shows_notes_under_their_layer_at_80_columns() -> None:
+    buffer = io.StringIO()
+    console.print_report(handmade(), Console(file=buffer, width=80, color_system=None))
+    lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
+    # every line fits but the failure list's, left unwrapped so a reproduce command can be copied
+    assert max(len(line) for line in lines if not line.startswith(("FAILED", "ERROR", "  reproduce"))) <= 80
+    at = lines.index("note backward_size the gradient of parameter 'bias' has shape (1, 3), which")
+    assert lines[at + 1].strip() == "autograd reduces to its shape (3,)"
+    assert lines[at + 1].index("autograd") == lines[at].index("the gradient")  # wrapped beside the check
+    assert lines[at - 1].startswith("└") and lines[at + 2].startswith("layers/bad.py:Bad [error]")
+    assert f"note gradients[float64] {BAD_NOTE}" in lines
+    quiet = io.StringIO()
+    console.print_report(handmade(), Console(file=quiet, width=80, color_system=None), quiet=True)
+    assert "note " not in quiet.getvalue() and "2 notes" in quiet.getvalue()
+

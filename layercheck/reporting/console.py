@@ -19,6 +19,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from layercheck.reporting.details import label, labelled_notes, summary_line
 from layercheck.result import Report, RunReport, Status
 
 STYLES = {
@@ -27,13 +28,7 @@ STYLES = {
     Status.SKIPPED: "yellow",
     Status.ERROR: "bold magenta",
 }
-
-
-def summary_line(report: Report) -> str:
-    """``N passed, N failed, N skipped, N errors in T s`` (MATLAB's checkLayer style)."""
-    s = report.summary
-    return (f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped, "
-            f"{s['error']} errors in {report.seconds:.2f} s")
+NOTE_STYLE = "cyan"
 
 
 def run_table(run: RunReport, *, verbose: bool = False) -> RenderableType:
@@ -53,12 +48,25 @@ def run_table(run: RunReport, *, verbose: bool = False) -> RenderableType:
     return table
 
 
-def failure_notes(report: Report, *, verbose: bool = False) -> RenderableType | None:
+def run_notes(run: RunReport) -> RenderableType | None:
+    """The run's notes below its table, one per line, wrapped beside the check they belong to."""
+    notes = labelled_notes(run.results)
+    if not notes:
+        return None
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, style=NOTE_STYLE)
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for name, note in notes:
+        grid.add_row("note", Text(name), Text(note))
+    return grid
+
+
+def failure_list(report: Report, *, verbose: bool = False) -> RenderableType | None:
     """Each failure or error with its whole message, the layer's traceback and how to reproduce it."""
     lines: list[RenderableType] = []
     for run, r in report.failures():
-        label = f"{r.check}[{r.variant}]" if r.variant else r.check
-        lines.append(Text.assemble((f"{r.status.value.upper()} ", STYLES[r.status]), (label, "bold"),
+        lines.append(Text.assemble((f"{r.status.value.upper()} ", STYLES[r.status]), (label(r), "bold"),
                                    f" ({run.target}): ", r.message))
         trace = r.details.get("traceback")
         if trace and (verbose or r.status is Status.FAILED):
@@ -72,12 +80,15 @@ def print_report(report: Report, console: Console, *, verbose: bool = False, qui
     if not quiet:
         for run in report.runs:
             console.print(run_table(run, verbose=verbose))
+            notes = run_notes(run)
+            if notes is not None:
+                console.print(notes)
     for run in report.runs:
         if quiet and run.error is not None:
             console.print(Text.assemble((f"ERROR {run.target}: ", STYLES[Status.ERROR]), run.error))
-    notes = failure_notes(report, verbose=verbose)
-    if notes is not None:
-        console.print(notes, soft_wrap=True)  # unwrapped, so the reproduce command can be copied
+    failures = failure_list(report, verbose=verbose)
+    if failures is not None:
+        console.print(failures, soft_wrap=True)  # unwrapped, so the reproduce command can be copied
     style = "green" if report.passed else "red"
     console.print(Text(summary_line(report), style=f"bold {style}"))
 
@@ -87,7 +98,6 @@ def render_text(report: Report, *, width: int = 120, verbose: bool = False) -> s
     buffer = io.StringIO()
     print_report(report, Console(file=buffer, width=width, color_system=None, force_terminal=False), verbose=verbose)
     return buffer.getvalue()
-
 
 @contextlib.contextmanager
 def progress_display(console: Console, *, enabled: bool = True) -> Iterator[object]:
