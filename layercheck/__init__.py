@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 from layercheck.errors import CheckFailed, CheckSkipped, LayoutError, SpecError, UsageError
 from layercheck.layout import Layout
 from layercheck.registry import CheckInfo, catalogue, check
+from layercheck.reporting.registry import reporter
 from layercheck.result import CheckResult, ExitCode, Report, RunReport, Status
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ __all__ = [
     "catalogue",
     "check",
     "check_layer",
+    "reporter",
 ]
 
 

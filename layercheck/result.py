@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from layercheck.reporting import registry as reporters
+
 
 class Status(str, enum.Enum):
     PASSED = "passed"
@@ -206,7 +208,5 @@ class Report:
         )
 
     def render(self, fmt: str) -> str:
-        """This report as text in ``fmt`` (json, table, junit, markdown)."""
-        from layercheck.reporting import render
-
-        return render(self, fmt)
+        """This report as text in ``fmt``: any registered format (``layercheck.reporting.formats()``)."""
+        return reporters.render(self, fmt)

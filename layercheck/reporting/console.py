@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from layercheck.reporting.details import label, labelled_notes, summary_line
+from layercheck.reporting.registry import reporter
 from layercheck.result import Report, RunReport, Status
 
 STYLES = {
@@ -98,6 +99,12 @@ def render_text(report: Report, *, width: int = 120, verbose: bool = False) -> s
     buffer = io.StringIO()
     print_report(report, Console(file=buffer, width=width, color_system=None, force_terminal=False), verbose=verbose)
     return buffer.getvalue()
+
+
+@reporter("table", title="the terminal's tables as plain text, whole messages and tracebacks", suffix=".txt")
+def render(report: Report) -> str:
+    return render_text(report, verbose=True)
+
 
 @contextlib.contextmanager
 def progress_display(console: Console, *, enabled: bool = True) -> Iterator[object]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from layercheck.reporting.details import details_text, label, location_text, printable
+from layercheck.reporting.registry import reporter
 from layercheck.result import CheckResult, Report, RunReport, Status
 
 LOAD_CASE = "load"
@@ -22,6 +23,7 @@ LOAD_CASE = "load"
 _ELEMENT = {Status.FAILED: "failure", Status.ERROR: "error", Status.SKIPPED: "skipped"}
 
 
+@reporter("junit", title="JUnit XML, one testsuite per layer, for CI systems", suffix=".xml")
 def render(report: Report) -> str:
     root = ET.Element("testsuites", name="layercheck")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}

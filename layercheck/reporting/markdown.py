@@ -14,6 +14,7 @@ from layercheck.reporting.details import (
     labelled_notes,
     summary_line,
 )
+from layercheck.reporting.registry import reporter
 from layercheck.result import CheckResult, Report, RunReport, Status
 
 ICONS = {Status.PASSED: "✅", Status.FAILED: "❌", Status.ERROR: "⚠️", Status.SKIPPED: "⏭️"}
@@ -25,6 +26,7 @@ MESSAGE_LIMIT = 400
 """Characters of a message shown in a table cell; the JSON and JUnit reports keep it whole."""
 
 
+@reporter("markdown", title="a summary for a pull-request comment", suffix=".md")
 def render(report: Report) -> str:
     verdict = "passed" if report.passed else "failed"
     count = len(report.runs)
