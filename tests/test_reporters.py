@@ -39,12 +39,13 @@ def scratch_registry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_built_in_formats_register_through_the_decorator() -> None:
     infos = {info.name: info for info in registry.catalogue()}
-    assert list(infos)[:4] == ["table", "json", "junit", "markdown"]
+    assert list(infos)[:5] == ["table", "json", "junit", "markdown", "github"]
     modules = {name: info.func.__module__ for name, info in infos.items()}
     assert modules == {"table": "layercheck.reporting.console", "json": "layercheck.reporting.json",
-                       "junit": "layercheck.reporting.junit", "markdown": "layercheck.reporting.markdown"}
+                       "junit": "layercheck.reporting.junit", "markdown": "layercheck.reporting.markdown",
+                       "github": "layercheck.reporting.github"}
     assert {name: info.suffix for name, info in infos.items()} == {
-        "table": ".txt", "json": ".json", "junit": ".xml", "markdown": ".md"}
+        "table": ".txt", "json": ".json", "junit": ".xml", "markdown": ".md", "github": ""}
     assert all(info.title for info in infos.values())
     assert layercheck.reporter is registry.reporter and "reporter" in layercheck.__all__
 
@@ -216,8 +217,8 @@ def test_a_third_party_format_from_an_entry_point(plugin: Path, tmp_path: Path) 
 
 def test_help_and_errors_list_third_party_formats(plugin: Path) -> None:
     done = _layercheck(plugin, "run", "--help")
-    assert "table, json, junit, markdown, shout, whisper" in " ".join(done.stdout.split())
+    assert "table, json, junit, markdown, github, shout, whisper" in " ".join(done.stdout.split())
     done = _layercheck(plugin, "run", *SMALL, "--format", "nosuch")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == ("layercheck: error: unknown report format 'nosuch' "
-                           "(formats: table, json, junit, markdown, shout, whisper)\n")
+                           "(formats: table, json, junit, markdown, github, shout, whisper)\n")

@@ -1,5 +1,5 @@
-"""The reports as a user reads them: JUnit and Markdown parsed back and compared with the JSON
-report of the same run; notes and summary counts in every format."""
+"""The reports as a user reads them: JUnit, Markdown and GitHub annotations parsed back and
+compared with the JSON report of the same run; notes and summary counts in every format."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_table_titles_name_the_target_and_its_status(report: Report) -> None:
 
 
 def test_every_format_renders(report: Report) -> None:
-    assert {"table", "json", "junit", "markdown"} <= set(formats())
+    assert {"table", "json", "junit", "markdown", "github"} <= set(formats())
     broken = by_name(report, "broken.yaml")
     for fmt in formats():
         assert broken.target in report.render(fmt), fmt
@@ -242,7 +242,7 @@ def test_summary_line_counts_notes_and_load_errors_in_singular_and_plural() -> N
     assert report.summary == {"passed": 2, "failed": 1, "skipped": 0, "error": 2, "seconds": 0.5}
     line = "2 passed, 1 failed, 0 skipped, 2 errors, 2 notes in 0.50 s"
     assert report.render("table").splitlines()[-1] == line
-    assert line in report.render("markdown")
+    assert line in report.render("markdown") and report.render("github").splitlines()[-1] == line
     one = handmade(handmade().runs[0], _missing())
     assert one.render("table").splitlines()[-1] == "2 passed, 0 failed, 0 skipped, 1 error, 1 note in 0.50 s"
     clean = handmade(RunReport(target="t", kind="module", inputs=[], seed=0, seconds=0.1,
@@ -306,4 +306,58 @@ def test_table_shows_notes_under_their_layer_at_80_columns() -> None:
     quiet = io.StringIO()
     console.print_report(handmade(), Console(file=quiet, width=80, color_system=None), quiet=True)
     assert "note " not in quiet.getvalue() and "2 notes" in quiet.getvalue()
+
+
+# -- GitHub annotations ---------------------------------------------------------------------------
+
+
+def test_github_annotates_failures_errors_load_errors_and_notes() -> None:
+    lines = handmade().render("github").splitlines()
+    assert lines == [
+        ("::error title=layercheck layers/bad.py%3ABad%3A gradients[float64] failed::"
+         f"float64 analytic gradients disagree%0A%0Areproduce: {REPRODUCE}"),
+        "::error title=layercheck layers/bad.py%3ABad%3A state_dict error::load_state_dict raised RuntimeError: boom",
+        "::error title=layercheck missing.py%3ALayer%3A could not be checked::no such file missing.py",
+        ("::notice file=layers/good.py,line=12,title=layercheck layers/good.py%3AGood%3A backward_size note::"
+         f"{GOOD_NOTE}"),
+        f"::notice title=layercheck layers/bad.py%3ABad%3A gradients[float64] note::{BAD_NOTE}",
+        "2 passed, 1 failed, 0 skipped, 2 errors, 2 notes in 0.50 s",
+    ]
+
+
+def test_github_escapes_messages_and_properties() -> None:
+    result = CheckResult("dtype", "float16", Status.FAILED, 0.1, "100% wrong\r\nsecond line: a, b",
+                         notes=("50% of 'x'\nis zero",))
+    run = RunReport(target="odd,name.py:Layer", kind="module", inputs=[], seed=0, seconds=0.1, results=[result],
+                    location={"file": "src/a,b.py", "line": 7})
+    error, notice, _ = handmade(run).render("github").splitlines()
+    assert error == ("::error file=src/a%2Cb.py,line=7,title=layercheck odd%2Cname.py%3ALayer%3A dtype[float16] failed"
+                     "::100%25 wrong%0D%0Asecond line: a, b")
+    assert notice.endswith("::50%25 of 'x'%0Ais zero")
+
+
+def test_github_caps_annotations_at_ten_of_a_kind() -> None:
+    results = [CheckResult(f"check{i}", "", Status.FAILED, 0.0, f"wrong {i}", notes=(f"note {i}",)) for i in range(13)]
+    run = RunReport(target="t.py:L", kind="module", inputs=[], seed=0, seconds=0.1, results=results[:12])
+    lines = handmade(run).render("github").splitlines()
+    errors = [line for line in lines if line.startswith("::error ")]
+    notices = [line for line in lines if line.startswith("::notice ")]
+    assert len(errors) == len(notices) == 10
+    assert errors[-1].endswith("::wrong 9") and notices[-1].endswith("::note 9")
+    assert lines[10].startswith("layercheck: 2 more error annotations left out (GitHub Actions shows 10")
+    assert lines[21].startswith("layercheck: 2 more notice annotations left out")
+    assert lines[-1] == "0 passed, 12 failed, 0 skipped, 0 errors, 12 notes in 0.50 s" and len(lines) == 23
+    one_more = handmade(RunReport(target="t.py:L", kind="module", inputs=[], seed=0, seconds=0.1, results=results[:11]))
+    assert "layercheck: 1 more error annotation left out" in one_more.render("github")
+
+
+def test_github_format_from_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text(BROKEN)
+    result = CliRunner().invoke(app, ["run", str(tmp_path / "broken.py"), "--layout", "4,3:BC", "--check",
+                                      "predict_runs", "--format", "github"])
+    assert result.exit_code == 1
+    first, last = result.stdout.splitlines()[0], result.stdout.splitlines()[-1]
+    assert first.startswith("::error title=layercheck ") and "predict_runs failed::predict raised ValueError" in first
+    assert "%0A" in first and "\n" not in first
+    assert last.startswith("0 passed, 1 failed, 0 skipped, 0 errors in ")
 
