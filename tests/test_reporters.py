@@ -39,13 +39,13 @@ def scratch_registry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_built_in_formats_register_through_the_decorator() -> None:
     infos = {info.name: info for info in registry.catalogue()}
-    assert list(infos)[:5] == ["table", "json", "junit", "markdown", "github"]
+    assert list(infos)[:6] == ["table", "json", "junit", "markdown", "html", "github"]
     modules = {name: info.func.__module__ for name, info in infos.items()}
     assert modules == {"table": "layercheck.reporting.console", "json": "layercheck.reporting.json",
                        "junit": "layercheck.reporting.junit", "markdown": "layercheck.reporting.markdown",
-                       "github": "layercheck.reporting.github"}
+                       "html": "layercheck.reporting.html", "github": "layercheck.reporting.github"}
     assert {name: info.suffix for name, info in infos.items()} == {
-        "table": ".txt", "json": ".json", "junit": ".xml", "markdown": ".md", "github": ""}
+        "table": ".txt", "json": ".json", "junit": ".xml", "markdown": ".md", "html": ".html", "github": ""}
     assert all(info.title for info in infos.values())
     assert layercheck.reporter is registry.reporter and "reporter" in layercheck.__all__
 
@@ -80,10 +80,10 @@ def test_output_suffix_picks_the_format_unless_one_is_named(tmp_path: Path) -> N
     xml = tmp_path / "r.xml"
     assert cli.invoke(app, ["run", *SMALL, "-o", str(xml)]).exit_code == 0
     assert ET.parse(xml).getroot().tag == "testsuites"
-    page = tmp_path / "r.md"
+    page = tmp_path / "r.html"
     assert cli.invoke(app, ["run", *SMALL, "-o", str(page)]).exit_code == 0
-    assert page.read_text().startswith("## ✅ layercheck passed")
-    named = tmp_path / "r.md.log"
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    named = tmp_path / "r.html.log"
     assert cli.invoke(app, ["run", *SMALL, "-o", str(named), "--format", "json"]).exit_code == 0
     assert json.loads(named.read_text())["runs"][0]["results"][0]["check"] == "signatures"
     plain = tmp_path / "r.log"  # no format has it: the table
@@ -217,8 +217,8 @@ def test_a_third_party_format_from_an_entry_point(plugin: Path, tmp_path: Path) 
 
 def test_help_and_errors_list_third_party_formats(plugin: Path) -> None:
     done = _layercheck(plugin, "run", "--help")
-    assert "table, json, junit, markdown, github, shout, whisper" in " ".join(done.stdout.split())
+    assert "table, json, junit, markdown, html, github, shout, whisper" in " ".join(done.stdout.split())
     done = _layercheck(plugin, "run", *SMALL, "--format", "nosuch")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == ("layercheck: error: unknown report format 'nosuch' "
-                           "(formats: table, json, junit, markdown, github, shout, whisper)\n")
+                           "(formats: table, json, junit, markdown, html, github, shout, whisper)\n")

@@ -1,16 +1,22 @@
-"""The reports as a user reads them: JUnit, Markdown and GitHub annotations parsed back and
+"""The reports as a user reads them: JUnit, Markdown, HTML and GitHub annotations parsed back and
 compared with the JSON report of the same run; notes and summary counts in every format."""
 
 from __future__ import annotations
 
 import io
 import json
+import shutil
+import struct
+import subprocess
+import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
-from conftest import ROOT, write_spec
+from conftest import ROOT, run_zoo, write_spec
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -145,7 +151,7 @@ def test_table_titles_name_the_target_and_its_status(report: Report) -> None:
 
 
 def test_every_format_renders(report: Report) -> None:
-    assert {"table", "json", "junit", "markdown", "github"} <= set(formats())
+    assert {"table", "json", "junit", "markdown", "html", "github"} <= set(formats())
     broken = by_name(report, "broken.yaml")
     for fmt in formats():
         assert broken.target in report.render(fmt), fmt
@@ -361,3 +367,194 @@ def test_github_format_from_the_command_line(tmp_path: Path) -> None:
     assert "%0A" in first and "\n" not in first
     assert last.startswith("0 passed, 1 failed, 0 skipped, 0 errors in ")
 
+
+# -- HTML -----------------------------------------------------------------------------------------
+
+
+class Node:
+    """An element of a parsed page."""
+
+    def __init__(self, tag: str, attrs: dict[str, str]) -> None:
+        self.tag, self.attrs = tag, attrs
+        self.children: list[Node | str] = []
+
+    @property
+    def classes(self) -> list[str]:
+        return self.attrs.get("class", "").split()
+
+    def text(self) -> str:
+        return "".join(c if isinstance(c, str) else c.text() for c in self.children)
+
+    def iter(self, tag: str | None = None, cls: str | None = None) -> Iterator[Node]:
+        for child in self.children:
+            if isinstance(child, Node):
+                if (tag is None or child.tag == tag) and (cls is None or cls in child.classes):
+                    yield child
+                yield from child.iter(tag, cls)
+
+    def kids(self, tag: str) -> list[Node]:
+        """Direct children only."""
+        return [c for c in self.children if isinstance(c, Node) and c.tag == tag]
+
+    def all(self, tag: str | None = None, cls: str | None = None) -> list[Node]:
+        return list(self.iter(tag, cls))
+
+    def one(self, tag: str | None = None, cls: str | None = None) -> Node:
+        (found,) = self.iter(tag, cls)
+        return found
+
+
+class _Page(HTMLParser):
+    VOID: ClassVar[set[str]] = {"meta", "link", "br", "hr", "img", "input"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#document", {})
+        self.stack = [self.root]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        node = Node(tag, {k: v or "" for k, v in attrs})
+        self.stack[-1].children.append(node)
+        if tag not in self.VOID:
+            self.stack.append(node)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack[-1].tag == tag, f"</{tag}> closes <{self.stack[-1].tag}>: not well nested"
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.stack[-1].children.append(data)
+
+
+def parse_html(text: str) -> Node:
+    page = _Page()
+    page.feed(text)
+    page.close()
+    assert len(page.stack) == 1, f"unclosed <{page.stack[-1].tag}>"
+    return page.root
+
+
+def test_html_is_one_self_contained_page() -> None:
+    text = handmade().render("html")
+    assert text.startswith("<!DOCTYPE html>\n<html lang=\"en\">")
+    page = parse_html(text)
+    assert not page.all("script") and not page.all("link") and not page.all("img") and not page.all("iframe")
+    assert not [n for n in page.iter() if "src" in n.attrs or n.attrs.get("href", "#").startswith(("http", "//"))]
+    style = page.one("style").text()
+    assert "url(" not in style and "@import" not in style
+    assert page.one("h1").text() == "failed layercheck report"
+    assert page.one("p", "summary").text() == "2 passed, 1 failed, 0 skipped, 2 errors, 2 notes in 0.50 s"
+
+
+def test_html_has_a_section_per_layer_with_facts_checks_and_notes() -> None:
+    report = handmade()
+    page = parse_html(report.render("html"))
+    sections = page.all("section", "run")
+    assert [s.attrs["id"] for s in sections] == ["run-1", "run-2", "run-3"]
+    assert [s.classes[1] for s in sections] == ["passed", "error", "error"]
+    overview = [a.attrs["href"] for a in page.one("table", "overview").iter("a")]
+    assert overview == ["#run-1", "#run-2", "#run-3"]
+    good, bad, missing = sections
+    facts = dict(zip((dt.text() for dt in good.iter("dt")), (dd.text() for dd in good.iter("dd"))))
+    assert facts == {"status": "passed", "summary": "2 passed, 0 failed, 0 skipped, 0 errors, 1 note",
+                     "kind": "module", "inputs": "4,3:BC", "seed": "0", "time": "0.20 s",
+                     "custom backward": "no (autograd)", "defined at": "layers/good.py:12"}
+    rows = [tr for tr in good.one("table", "checks").iter("tr") if tr.classes]
+    assert [(tr.classes[0], tr.all("td")[1].text()) for tr in rows] == [("passed", "signatures"),
+                                                                       ("passed", "backward_size")]
+    assert [li.text() for li in good.one("ul", "notes").iter("li")] == [f"backward_size: {GOOD_NOTE}"]
+    assert [li.text() for li in bad.one("ul", "notes").iter("li")] == [f"gradients[float64]: {BAD_NOTE}"]
+    assert missing.one("pre", "load-error").text() == "no such file missing.py" and not missing.all("table")
+
+
+def test_html_spells_out_each_failure_and_error() -> None:
+    page = parse_html(handmade().render("html"))
+    bad = page.all("section", "run")[1]
+    links = [a.attrs["href"] for a in bad.one("table", "checks").iter("a")]
+    problems = bad.all("article", "problem")
+    assert links == [f"#{a.attrs['id']}" for a in problems] == ["#run-2-gradients-float64", "#run-2-state_dict"]
+    gradients, crashed = problems
+    assert gradients.one("pre", "message").text() == "float64 analytic gradients disagree"
+    assert gradients.one("p").text() == f"Reproduce: {REPRODUCE}"
+    details = gradients.one("details")
+    keys = [tr.kids("th")[0].text() for tr in details.all("table", "kv")[0].kids("tr")]
+    assert keys == ["tolerance", "directions", "wrong"]  # the reproduce command is shown above, not twice
+    directions = details.all("table", "rows")[0]
+    assert [th.text() for th in directions.all("th")] == ["analytic", "numeric", "one_sided", "relative_error", "step",
+                                                         "kink_crossed"]
+    assert [td.text() for td in directions.all("tr")[2].all("td")][:4] == ["-47", "-62.9", "-62.9, -62.9", "0.079"]
+    assert crashed.classes == ["problem", "error"] and crashed.one("pre", "traceback").text() == TRACEBACK
+    assert not crashed.all("svg")
+
+
+def _circles(svg: Node) -> list[Node]:
+    return svg.all("circle", "point")
+
+
+def test_html_plots_a_gradient_failure_one_point_per_direction_and_element() -> None:
+    page = parse_html(handmade().render("html"))
+    gradients = page.all("article", "problem")[0]
+    plots = gradients.all("svg", "plot")
+    assert [(svg.attrs["data-plot"], len(_circles(svg))) for svg in plots] == [
+        ("directions", 3), ("directions", 2), ("elements", 3)]
+    joint = plots[0]
+    # bad points (relative error above the tolerance 1e-6) stand out; the one on the line does not
+    assert sorted(c.classes == ["point", "bad"] for c in _circles(joint)) == [False, True, True]
+    assert "y = x" in joint.text()
+    assert [f.one("b").text() for f in gradients.all("figure")] == [
+        "Directions: all tensors together", "Directions: input 0", "Elements: input 0"]
+    # Against the elements' values: left to right -1.0 (right), 2.7 and 3.0 (wrong), errors 0, 1, 1.
+    by_x = sorted(_circles(plots[2]), key=lambda c: float(c.attrs["cx"]))
+    assert [c.one("title").text().split(":")[0] for c in by_x] == [
+        "element (0, 0), value -1", "element (0, 3), value 2.7", "element (1, 1), value 3"]
+    assert float(by_x[0].attrs["cy"]) > float(by_x[1].attrs["cy"]) == float(by_x[2].attrs["cy"])
+    assert "value of the element of input 0" in plots[2].text()
+
+
+def test_html_plots_elements_against_their_position_without_values() -> None:
+    run = RunReport(target="t.py:L", kind="module", inputs=[], seed=0, seconds=0.1,
+                    results=[gradients_failure(values=False)])
+    plot = parse_html(handmade(run).render("html")).all("svg", "plot")[2]
+    by_x = sorted(_circles(plot), key=lambda c: float(c.attrs["cx"]))
+    assert [c.one("title").text().split(":")[0] for c in by_x] == ["element (0, 0)", "element (0, 3)", "element (1, 1)"]
+    assert "element of input 0 (index)" in plot.text() and "(0, 3)" in plot.text()
+
+
+@pytest.fixture(scope="module")
+def region_bug() -> Report:
+    """A real failing gradient check: a backward wrong only where x > 2.5."""
+    run = run_zoo("gradients_region_bug", only=("gradients",))
+    return Report(runs=[run], environment={}, version="test", seconds=run.seconds)
+
+
+def test_html_plots_a_real_gradient_failure(region_bug: Report) -> None:
+    page = parse_html(region_bug.render("html"))
+    (result,) = [r for r in region_bug.results if r.check == "gradients" and r.variant == "float64"]
+    assert result.status is Status.FAILED
+    article = page.all("article", "problem")[0]  # float64 first
+    plots = article.all("svg", "plot")
+    (wrong,) = result.details["wrong"]
+    assert [len(_circles(svg)) for svg in plots] == [
+        len(result.details["directions"]), len(wrong["directions"]), len(wrong["elements"])]
+    assert any("bad" in c.classes for c in _circles(plots[0]))
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium to render the page")
+def test_html_renders_in_chromium(region_bug: Report, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(handmade(*handmade().runs, *region_bug.runs).render("html"), encoding="utf-8")
+    shot = tmp_path / "report.png"
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                        f"--user-data-dir={profile}", f"--screenshot={shot}", "--window-size=1200,2000",
+                        page.as_uri()], check=False, capture_output=True, timeout=120)
+    assert shot.is_file(), "chromium wrote no screenshot"
+    assert _png_size(shot) == (1200, 2000) and shot.stat().st_size > 50_000  # a page, not a blank
