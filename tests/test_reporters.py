@@ -4,6 +4,7 @@ third-party formats through the ``layercheck.reporters`` entry-point group."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ from typer.testing import CliRunner
 import layercheck
 from layercheck.cli import app
 from layercheck.reporting import registry
+from layercheck.reporting.json import load
 from layercheck.result import Report
 
 SMALL = ["layers/prelu.py", "--layout", "2,3,4:BCS", "--check", "signatures"]
@@ -222,3 +224,19 @@ def test_help_and_errors_list_third_party_formats(plugin: Path) -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == ("layercheck: error: unknown report format 'nosuch' "
                            "(formats: table, json, junit, markdown, html, github, shout, whisper)\n")
+
+
+def test_the_readme_example_reporter_works(scratch_registry: None, tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("Report formats are plug-ins too.")[1]
+    module = tmp_path / "readme_tap.py"
+    module.write_text(section.split("```python\n")[1].split("```")[0])
+    spec = importlib.util.spec_from_file_location("readme_tap", module)
+    assert spec is not None and spec.loader is not None
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # registers "tap"
+    report = load(json.dumps({"schema": Report.SCHEMA, "runs": [
+        {"target": "t", "seed": 0, "inputs": [], "results": [
+            {"check": "signatures", "variant": "", "status": "passed", "seconds": 0.1},
+            {"check": "gradients", "variant": "float64", "status": "failed", "seconds": 0.1}]}]}))
+    assert report.render("tap") == "1..2\nok 1 signatures\nnot ok 2 gradients\n"
+    assert 'tap = "mypkg.tap"' in section and "layercheck.reporters" in section
