@@ -15,6 +15,7 @@ from layercheck.errors import (
 )
 from layercheck.layout import Layout
 from layercheck.registry import CheckInfo, catalogue, check
+from layercheck.reporting.registry import reporter
 from layercheck.result import CheckResult, ExitCode, Report, RunReport, Status
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ __all__ = [
     "catalogue",
     "check",
     "check_layer",
+    "reporter",
 ]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import functools
 import os
 import sys
@@ -21,7 +20,7 @@ from layercheck.errors import UsageError
 from layercheck.layout import Layout
 from layercheck.loading import TargetNotFound, resolve
 from layercheck.reporting import console as console_report
-from layercheck.reporting import render
+from layercheck.reporting import registry as reporters
 from layercheck.result import ExitCode, Report
 from layercheck.spec import (
     TargetSpec,
@@ -36,18 +35,12 @@ app = typer.Typer(
     help="Validate custom PyTorch layers, like MATLAB's checkLayer and further.",
     add_completion=False,
     no_args_is_help=True,
+    epilog=f"Report formats (run --format): {', '.join(reporters.formats())}.",
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class Format(str, enum.Enum):
-    table = "table"
-    json = "json"
-    junit = "junit"
-    markdown = "markdown"
 
 
 def _stderr() -> Console:
@@ -82,7 +75,7 @@ def run(
     device: Annotated[Optional[list[str]], typer.Option("--device", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
     tolerance: Annotated[Optional[list[str]], typer.Option("--tolerance", help="Tolerance override CHECK.DTYPE=VALUE, e.g. needs_input_grad.float32=1e-2 (a bare DTYPE=VALUE is the gradient check's); `layercheck checks ID` lists a check's tolerances.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="Time limit per check in seconds (0: none).")] = runner.DEFAULT_TIMEOUT,
-    format: Annotated[Format, typer.Option("--format", "-f", help="Report format.")] = Format.table,
+    format: Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT", show_default=False, help=f"Report format: {', '.join(reporters.formats())} (default: the one --output's suffix names, else table).")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.", dir_okay=False)] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Check this many targets at once, in worker processes (0: one per CPU).")] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only failures and the summary line.")] = False,
@@ -90,6 +83,7 @@ def run(
 ) -> None:
     """Check layers and exit 0 (all passed or skipped), 1 (a check failed or errored, or a
     layer could not be loaded) or 2 (invalid command line, spec or layout)."""
+    fmt = _report_format(format, output)
     layouts = [Layout.parse(text) for text in layout or []]
     args = [_yaml_value(text, "--arg") for text in arg or []]
     kwargs = dict(_keyword(text) for text in kwarg or [])
@@ -112,7 +106,7 @@ def run(
     out = Console(highlight=False, soft_wrap=False)
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
         report = workers.run_parallel(specs, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
-    _emit(report, format.value, output, out, quiet=quiet, verbose=verbose)
+    _emit(report, fmt, output, out, quiet=quiet, verbose=verbose)
     raise typer.Exit(report.exit_code)
 
 
@@ -197,16 +191,24 @@ def _collect_targets(targets: list[str], layouts: list[Layout], args: list[Any],
     return specs
 
 
+def _report_format(name: str | None, output: Path | None) -> str:
+    """The format named (an unknown one is a usage error), else the one whose suffix ``output``
+    has (``report.xml``: junit), else the table."""
+    if name is not None:
+        return reporters.get(name).name
+    by_suffix = reporters.for_suffix(output.suffix) if output is not None else None
+    return by_suffix.name if by_suffix is not None else "table"
+
+
 def _emit(report: Report, fmt: str, output: Path | None, out: Console, *, quiet: bool, verbose: bool) -> None:
     if output is not None:
-        text = console_report.render_text(report, verbose=True) if fmt == "table" else render(report, fmt)
-        write_atomically(output, text)
+        write_atomically(output, reporters.render(report, fmt))
         console_report.print_report(report, out, verbose=verbose, quiet=quiet)
         _stderr().print(f"report written to {output}", markup=False)
     elif fmt == "table":
         console_report.print_report(report, out, verbose=verbose, quiet=quiet)
     else:
-        sys.stdout.write(render(report, fmt))
+        sys.stdout.write(reporters.render(report, fmt))
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from layercheck.reporting import registry as reporters
+
 
 class Status(str, enum.Enum):
     PASSED = "passed"
@@ -32,6 +34,12 @@ class ExitCode(enum.IntEnum):
 
 @dataclass(frozen=True)
 class CheckResult:
+    """The outcome of one check (and variant) on one target.
+
+    ``notes`` are facts worth a user's attention that are not failures (a parameter with no
+    effect on the output, a broadcast-shaped gradient); every report format shows them.
+    """
+
     check: str
     variant: str
     status: Status
@@ -73,7 +81,11 @@ def count(results: list[CheckResult]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class RunReport:
-    """The outcome of checking one target."""
+    """The outcome of checking one target.
+
+    ``error`` is why the layer could not be loaded or constructed (then there are no results);
+    ``location`` is where the layer is defined, ``{"file": ..., "line": ...}``, when known.
+    """
 
     target: str
     kind: str | None
@@ -83,6 +95,7 @@ class RunReport:
     results: list[CheckResult]
     custom_backward: bool | None = None
     error: str | None = None
+    location: dict[str, Any] | None = None
 
     @property
     def status(self) -> Status:
@@ -94,7 +107,11 @@ class RunReport:
 
     @property
     def summary(self) -> dict[str, int]:
-        return count(self.results)
+        """Results by status; a layer that could not be loaded or constructed counts as one error."""
+        summary = count(self.results)
+        if self.error is not None:
+            summary["error"] += 1
+        return summary
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +121,7 @@ class RunReport:
             "inputs": self.inputs,
             "status": self.status.value,
             "error": self.error,
+            "location": self.location,
             "seed": self.seed,
             "seconds": round(self.seconds, 6),
             "summary": self.summary,
@@ -121,6 +139,7 @@ class RunReport:
             results=[CheckResult.from_dict(r) for r in data.get("results", [])],
             custom_backward=data.get("custom_backward"),
             error=data.get("error"),
+            location=data.get("location"),
         )
 
 
@@ -141,7 +160,11 @@ class Report:
 
     @property
     def summary(self) -> dict[str, Any]:
-        total: dict[str, Any] = count(self.results)
+        """Every run's summary added up, and the time the whole invocation took."""
+        total: dict[str, Any] = count([])
+        for run in self.runs:
+            for status, n in run.summary.items():
+                total[status] += n
         total["seconds"] = round(self.seconds, 6)
         return total
 
@@ -185,7 +208,5 @@ class Report:
         )
 
     def render(self, fmt: str) -> str:
-        """This report as text in ``fmt`` (json, table, junit, markdown)."""
-        from layercheck.reporting import render
-
-        return render(self, fmt)
+        """This report as text in ``fmt``: any registered format (``layercheck.reporting.formats()``)."""
+        return reporters.render(self, fmt)

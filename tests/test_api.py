@@ -6,7 +6,6 @@ import json
 
 import pytest
 import torch
-from conftest import ROOT
 from torch import nn
 
 import layercheck
@@ -19,6 +18,8 @@ from layercheck import (
     check_layer,
 )
 from layercheck.loading import resolve
+
+from conftest import ROOT
 
 SReLUFunction = resolve(f"{ROOT / 'layers' / 'srelu_function.py'}:SReLUFunction")
 PReLU = resolve(f"{ROOT / 'layers' / 'prelu.py'}:PReLU")

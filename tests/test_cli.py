@@ -44,8 +44,8 @@ def test_json_report_matches_the_schema(tmp_path: Path) -> None:
     assert set(data) == {"schema", "layercheck_version", "environment", "runs", "summary"}
     assert set(data["environment"]) == {"python", "torch", "devices"}
     (run,) = data["runs"]
-    assert set(run) == {"target", "kind", "custom_backward", "inputs", "status", "error", "seed", "seconds",
-                        "summary", "results"}
+    assert set(run) == {"target", "kind", "custom_backward", "inputs", "status", "error", "location", "seed",
+                        "seconds", "summary", "results"}
     assert run["target"] == "layers/prelu.py" and run["kind"] == "module" and run["status"] == "passed"
     assert run["inputs"] == [{"size": [4, 3, 5, 2], "format": "SSCB"}]
     assert run["results"][0]["check"] == "predict_runs"

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, write_spec
 from typer.testing import CliRunner
 
 from layercheck.cli import app
+
+from conftest import ROOT, write_spec
 
 LAYERS = ROOT / "layers"
 

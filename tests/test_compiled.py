@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import ROOT, run_zoo, write_spec
 from torch import nn
 from typer.testing import CliRunner
 
@@ -21,6 +20,8 @@ from layercheck.registry import get, select
 from layercheck.result import CheckResult, RunReport
 from layercheck.runner import run_target
 from layercheck.subject import Target
+
+from conftest import ROOT, run_zoo, write_spec
 
 LAYERS = ROOT / "layers"
 _is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling

@@ -11,7 +11,6 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, run_zoo
 from torch import nn
 from typer.testing import CliRunner
 
@@ -22,6 +21,8 @@ from layercheck.registry import get, select
 from layercheck.result import CheckResult, RunReport, Status
 from layercheck.runner import run_target
 from layercheck.subject import Target
+
+from conftest import ROOT, run_zoo
 
 
 def run(layer: type | nn.Module, *layouts: str, checks: tuple[str, ...], enable: tuple[str, ...] = (),

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, load_zoo, run_zoo, write_spec
 from torch import nn
 from typer.testing import CliRunner
 
@@ -20,6 +19,8 @@ from layercheck.registry import select
 from layercheck.result import RunReport
 from layercheck.runner import Options, run_target
 from layercheck.subject import Target
+
+from conftest import ROOT, load_zoo, run_zoo, write_spec
 
 GRADIENT_CHECKS = ("backward_runs", "backward_size", "gradients", "needs_input_grad")
 runner = CliRunner()

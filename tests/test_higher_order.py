@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, load_zoo, run_zoo, write_spec
 from torch import nn
 from typer.testing import CliRunner
 
@@ -21,6 +20,8 @@ from layercheck.registry import get, select
 from layercheck.result import RunReport
 from layercheck.runner import Options, run_target
 from layercheck.subject import Target
+
+from conftest import ROOT, load_zoo, run_zoo, write_spec
 
 HIGHER = ("gradgrad", "forward_ad")
 runner = CliRunner()

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import failed_checks
 from typer.testing import CliRunner
 
 from layercheck.cli import app
@@ -20,6 +19,8 @@ from layercheck.registry import select
 from layercheck.runner import Options, run_target
 from layercheck.spec import load_spec
 from layercheck.subject import Target
+
+from conftest import failed_checks
 
 cli = CliRunner()
 

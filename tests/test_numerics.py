@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import load_zoo
 from torch import nn
 
 from layercheck.layout import Layout
@@ -21,6 +20,8 @@ from layercheck.numerics.functions import LayerFunction
 from layercheck.numerics.locate import diagnose
 from layercheck.numerics.verdict import judge
 from layercheck.subject import Target
+
+from conftest import load_zoo
 
 
 def reference(layer: type | nn.Module, *layouts: str, seed: int = 0,

@@ -6,10 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 
 from layercheck import runner
 from layercheck.spec import load_spec
+
+from conftest import ROOT
 
 pytest_plugins = ["pytester"]
 

@@ -1,20 +1,32 @@
-"""The JUnit and Markdown reports, parsed back and compared with the JSON report of the same run."""
+"""The reports as a user reads them: JUnit, Markdown, HTML and GitHub annotations parsed back and
+compared with the JSON report of the same run; notes and summary counts in every format."""
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
+import struct
+import subprocess
+import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
-from conftest import ROOT, write_spec
+from rich.console import Console
 from typer.testing import CliRunner
 
 from layercheck import runner
 from layercheck.cli import app
-from layercheck.reporting import formats, render
-from layercheck.result import Report, Status
+from layercheck.reporting import console, formats, render
+from layercheck.reporting.json import load
+from layercheck.result import CheckResult, Report, RunReport, Status
 from layercheck.spec import load_spec
+
+from conftest import ROOT, run_zoo, write_spec
 
 PRELU = f"{ROOT / 'layers' / 'prelu.py'}:PReLU"
 CHECKS = ("initialize", "forward_predict_agree")  # plus predict_runs and forward_runs, which it needs
@@ -78,13 +90,13 @@ def test_junit_counts_agree_with_the_json_report(report: Report) -> None:
         cases = suite.findall("testcase")
         assert int(suite.get("tests")) == len(cases) == len(run["results"]) + load_failed
         assert int(suite.get("failures")) == run["summary"]["failed"] == len(suite.findall("testcase/failure"))
-        assert int(suite.get("errors")) == run["summary"]["error"] + load_failed == len(suite.findall("testcase/error"))
+        # A layer that could not be loaded is an error in both: its `load` testcase, its summary.
+        assert int(suite.get("errors")) == run["summary"]["error"] == len(suite.findall("testcase/error"))
         assert int(suite.get("skipped")) == run["summary"]["skipped"] == len(suite.findall("testcase/skipped"))
         names = [c.get("name") for c in cases if c.get("name") != "load"]
         assert names == [f"{r['check']}[{r['variant']}]" if r["variant"] else r["check"] for r in run["results"]]
     for key, json_key in (("failures", "failed"), ("errors", "error"), ("skipped", "skipped")):
-        loads = sum(run["error"] is not None for run in data["runs"]) if key == "errors" else 0
-        assert int(root.get(key)) == data["summary"][json_key] + loads
+        assert int(root.get(key)) == data["summary"][json_key]
     assert int(root.get("tests")) == len(root.findall("testsuite/testcase"))
 
 
@@ -133,10 +145,17 @@ def test_markdown_puts_failures_first_and_escapes_table_cells(report: Report) ->
     assert "could not be checked" in missing and "nowhere.py" in missing
 
 
+def test_table_titles_name_the_target_and_its_status(report: Report) -> None:
+    text = report.render("table")
+    assert f"{by_name(report, 'good.yaml').target} [passed]" in text  # "[passed]" is not rich markup
+    assert f"{by_name(report, 'broken.yaml').target} [failed]" in text
+
+
 def test_every_format_renders(report: Report) -> None:
-    assert {"table", "json", "junit", "markdown"} <= set(formats())
+    assert {"table", "json", "junit", "markdown", "html", "github"} <= set(formats())
+    broken = by_name(report, "broken.yaml")
     for fmt in formats():
-        assert report.runs[0].target in report.render(fmt)
+        assert broken.target in report.render(fmt), fmt
 
 
 def test_cli_writes_junit_and_markdown(tmp_path: Path) -> None:
@@ -152,3 +171,391 @@ def test_cli_writes_junit_and_markdown(tmp_path: Path) -> None:
     result = cli.invoke(app, ["run", str(spec), "--check", "predict_runs", "--format", "markdown"])
     assert result.exit_code == 0
     assert result.stdout.startswith("## ✅ layercheck passed") and "`predict_runs`" in result.stdout
+
+
+def test_a_layer_that_could_not_be_loaded_counts_as_an_error(report: Report) -> None:
+    # hangs.yaml timed out (an errored check), missing.yaml could not be loaded
+    assert by_name(report, "missing.yaml").summary == {"passed": 0, "failed": 0, "skipped": 0, "error": 1}
+    assert report.summary["error"] == 2
+    assert json.loads(render(report, "json"))["summary"]["error"] == 2
+    assert ", 2 errors in " in report.render("table").splitlines()[-1]
+
+
+# -- notes, summary words, location: a hand-made report -------------------------------------------
+
+GOOD_NOTE = "the gradient of parameter 'bias' has shape (1, 3), which autograd reduces to its shape (3,)"
+BAD_NOTE = "parameter 'scale' has no effect on the output"
+TRACEBACK = 'Traceback (most recent call last):\n  File "layers/bad.py", line 9, in load\nRuntimeError: boom'
+REPRODUCE = "layercheck run layers/bad.py:Bad --layout 4,3:BC --check gradients:float64 --seed 0"
+
+
+def _direction(analytic: float, numeric: float, error: float) -> dict[str, Any]:
+    return {"analytic": analytic, "numeric": numeric, "one_sided": [numeric, numeric], "relative_error": error,
+            "step": 1e-8, "kink_crossed": False}
+
+
+def _element(index: list[int], analytic: float, numeric: float, value: float | None) -> dict[str, Any]:
+    element: dict[str, Any] = {"index": index, "analytic": analytic, "numeric": numeric,
+                               "relative_error": abs(analytic - numeric) / 2}
+    if value is not None:
+        element["value"] = value
+    return element
+
+
+def gradients_failure(*, values: bool = True) -> CheckResult:
+    """A failed gradients result shaped as the check writes it: three joint directions (one fine),
+    and input 0 wrong for values above 2.5 (two wrong elements, one right)."""
+    elements = [_element([0, 3], 2.0, 1.0, 2.7), _element([1, 1], 1.5, 0.5, 3.0), _element([0, 0], 0.5, 0.5, -1.0)]
+    if not values:
+        elements = [{k: v for k, v in e.items() if k != "value"} for e in elements]
+    details = {
+        "tolerance": 1e-6,
+        "directions": [_direction(4.7, 5.3, 3e-3), _direction(-47.0, -62.9, 0.079), _direction(1.0, 1.0, 0.0)],
+        "wrong": [{"tensor": "input 0", "tolerance": 1e-6,
+                   "directions": [_direction(-353.3, -346.5, 0.034), _direction(1.04, -4.99, 0.03)],
+                   "regions": ["values in [2.5, 3.1] (2.78% of the elements)"], "elements": elements}],
+        "reproduce": REPRODUCE,
+    }
+    return CheckResult("gradients", "float64", Status.FAILED, 0.07, "float64 analytic gradients disagree",
+                       details=details, notes=(BAD_NOTE,))
+
+
+def handmade(*runs: RunReport) -> Report:
+    """A report with a passing layer (a note, a known location), a failing one (a failed gradient
+    check with a note, an errored check) and one that could not be loaded."""
+    if not runs:
+        good = RunReport(
+            target="layers/good.py:Good", kind="module", inputs=[{"size": [4, 3], "format": "BC"}], seed=0,
+            seconds=0.2, custom_backward=False, location={"file": "layers/good.py", "line": 12},
+            results=[CheckResult("signatures", "", Status.PASSED, 0.001, "1 input(s) accepted by forward"),
+                     CheckResult("backward_size", "", Status.PASSED, 0.01, "every gradient has its tensor's size",
+                                 notes=(GOOD_NOTE,))])
+        crashed = CheckResult("state_dict", "", Status.ERROR, 0.02, "load_state_dict raised RuntimeError: boom",
+                              details={"traceback": TRACEBACK})
+        bad = RunReport(target="layers/bad.py:Bad", kind="module", inputs=[{"size": [4, 3], "format": "BC"}], seed=0,
+                        seconds=0.3, results=[gradients_failure(), crashed], custom_backward=True)
+        runs = (good, bad, _missing())
+    return Report(runs=list(runs), environment={"python": "3.11", "torch": "2.13", "devices": ["cpu"]},
+                  version="0.1.0", seconds=0.5)
+
+
+def _missing() -> RunReport:
+    return RunReport(target="missing.py:Layer", kind=None, inputs=[{"size": [4, 3], "format": "BC"}], seed=0,
+                     seconds=0.0, results=[], error="no such file missing.py")
+
+
+def test_summary_line_counts_notes_and_load_errors_in_singular_and_plural() -> None:
+    report = handmade()
+    assert report.summary == {"passed": 2, "failed": 1, "skipped": 0, "error": 2, "seconds": 0.5}
+    line = "2 passed, 1 failed, 0 skipped, 2 errors, 2 notes in 0.50 s"
+    assert report.render("table").splitlines()[-1] == line
+    assert line in report.render("markdown") and report.render("github").splitlines()[-1] == line
+    one = handmade(handmade().runs[0], _missing())
+    assert one.render("table").splitlines()[-1] == "2 passed, 0 failed, 0 skipped, 1 error, 1 note in 0.50 s"
+    clean = handmade(RunReport(target="t", kind="module", inputs=[], seed=0, seconds=0.1,
+                               results=[CheckResult("signatures", "", Status.PASSED, 0.1)]))
+    assert clean.render("table").splitlines()[-1] == "1 passed, 0 failed, 0 skipped, 0 errors in 0.50 s"
+
+
+def test_notes_and_location_survive_the_json_round_trip() -> None:
+    report = handmade()
+    data = json.loads(report.render("json"))
+    good, bad, missing = data["runs"]
+    assert good["results"][1]["notes"] == [GOOD_NOTE] and good["results"][0]["notes"] == []
+    assert good["location"] == {"file": "layers/good.py", "line": 12} and bad["location"] is None
+    assert missing["status"] == "error" and missing["summary"]["error"] == 1 and data["summary"]["error"] == 2
+    back = load(report.render("json"))
+    assert back.runs[0].results[1].notes == (GOOD_NOTE,) and back.runs[1].results[0].notes == (BAD_NOTE,)
+    assert back.runs[0].location == {"file": "layers/good.py", "line": 12}
+    assert back.render("table") == report.render("table")
+
+
+def test_every_format_shows_the_notes() -> None:
+    report = handmade()
+    for fmt in formats():
+        text = report.render(fmt)
+        assert BAD_NOTE in text, fmt
+        assert GOOD_NOTE in " ".join(text.split()), fmt  # the table may wrap it
+
+
+def test_junit_puts_notes_in_system_out() -> None:
+    root = ET.fromstring(handmade().render("junit"))
+    size = root.find("testsuite[@name='layers/good.py:Good']/testcase[@name='backward_size']")
+    assert size.find("system-out").text == f"every gradient has its tensor's size\nnote: {GOOD_NOTE}"
+    gradients = root.find("testsuite[@name='layers/bad.py:Bad']/testcase[@name='gradients[float64]']")
+    assert gradients.find("failure") is not None and gradients.find("system-out").text == f"note: {BAD_NOTE}"
+    assert root.find("testsuite[@name='layers/bad.py:Bad']/testcase[@name='state_dict']/system-out") is None
+    props = {p.get("name"): p.get("value") for p in root.iter("property") if p.get("name") == "location"}
+    assert props == {"location": "layers/good.py:12"}
+
+
+def test_markdown_lists_notes_per_layer_outside_the_fold() -> None:
+    text = handmade().render("markdown")
+    good = text.split("### ✅ `layers/good.py:Good`")[1].split("### ")[0]
+    assert good.index("</details>") < good.index("Notes:")
+    assert f"- `backward_size`: {GOOD_NOTE}" in good
+    assert "2 passed, 1 note · inputs" in good  # the layer's own counts
+    bad = text.split("`layers/bad.py:Bad`")[1].split("### ")[0]
+    assert f"- `gradients[float64]`: {BAD_NOTE}" in bad and "1 failed, 1 error, 1 note" in bad
+
+
+def test_table_shows_notes_under_their_layer_at_80_columns() -> None:
+    buffer = io.StringIO()
+    console.print_report(handmade(), Console(file=buffer, width=80, color_system=None))
+    lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
+    # every line fits but the failure list's, left unwrapped so a reproduce command can be copied
+    assert max(len(line) for line in lines if not line.startswith(("FAILED", "ERROR", "  reproduce"))) <= 80
+    at = lines.index("note backward_size the gradient of parameter 'bias' has shape (1, 3), which")
+    assert lines[at + 1].strip() == "autograd reduces to its shape (3,)"
+    assert lines[at + 1].index("autograd") == lines[at].index("the gradient")  # wrapped beside the check
+    assert lines[at - 1].startswith("└") and lines[at + 2].startswith("layers/bad.py:Bad [error]")
+    assert f"note gradients[float64] {BAD_NOTE}" in lines
+    quiet = io.StringIO()
+    console.print_report(handmade(), Console(file=quiet, width=80, color_system=None), quiet=True)
+    assert "note " not in quiet.getvalue() and "2 notes" in quiet.getvalue()
+
+
+# -- GitHub annotations ---------------------------------------------------------------------------
+
+
+def test_github_annotates_failures_errors_load_errors_and_notes() -> None:
+    lines = handmade().render("github").splitlines()
+    assert lines == [
+        ("::error title=layercheck layers/bad.py%3ABad%3A gradients[float64] failed::"
+         f"float64 analytic gradients disagree%0A%0Areproduce: {REPRODUCE}"),
+        "::error title=layercheck layers/bad.py%3ABad%3A state_dict error::load_state_dict raised RuntimeError: boom",
+        "::error title=layercheck missing.py%3ALayer%3A could not be checked::no such file missing.py",
+        ("::notice file=layers/good.py,line=12,title=layercheck layers/good.py%3AGood%3A backward_size note::"
+         f"{GOOD_NOTE}"),
+        f"::notice title=layercheck layers/bad.py%3ABad%3A gradients[float64] note::{BAD_NOTE}",
+        "2 passed, 1 failed, 0 skipped, 2 errors, 2 notes in 0.50 s",
+    ]
+
+
+def test_github_escapes_messages_and_properties() -> None:
+    result = CheckResult("dtype", "float16", Status.FAILED, 0.1, "100% wrong\r\nsecond line: a, b",
+                         notes=("50% of 'x'\nis zero",))
+    run = RunReport(target="odd,name.py:Layer", kind="module", inputs=[], seed=0, seconds=0.1, results=[result],
+                    location={"file": "src/a,b.py", "line": 7})
+    error, notice, _ = handmade(run).render("github").splitlines()
+    assert error == ("::error file=src/a%2Cb.py,line=7,title=layercheck odd%2Cname.py%3ALayer%3A dtype[float16] failed"
+                     "::100%25 wrong%0D%0Asecond line: a, b")
+    assert notice.endswith("::50%25 of 'x'%0Ais zero")
+
+
+def test_github_caps_annotations_at_ten_of_a_kind() -> None:
+    results = [CheckResult(f"check{i}", "", Status.FAILED, 0.0, f"wrong {i}", notes=(f"note {i}",)) for i in range(13)]
+    run = RunReport(target="t.py:L", kind="module", inputs=[], seed=0, seconds=0.1, results=results[:12])
+    lines = handmade(run).render("github").splitlines()
+    errors = [line for line in lines if line.startswith("::error ")]
+    notices = [line for line in lines if line.startswith("::notice ")]
+    assert len(errors) == len(notices) == 10
+    assert errors[-1].endswith("::wrong 9") and notices[-1].endswith("::note 9")
+    assert lines[10].startswith("layercheck: 2 more error annotations left out (GitHub Actions shows 10")
+    assert lines[21].startswith("layercheck: 2 more notice annotations left out")
+    assert lines[-1] == "0 passed, 12 failed, 0 skipped, 0 errors, 12 notes in 0.50 s" and len(lines) == 23
+    one_more = handmade(RunReport(target="t.py:L", kind="module", inputs=[], seed=0, seconds=0.1, results=results[:11]))
+    assert "layercheck: 1 more error annotation left out" in one_more.render("github")
+
+
+def test_github_format_from_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text(BROKEN)
+    result = CliRunner().invoke(app, ["run", str(tmp_path / "broken.py"), "--layout", "4,3:BC", "--check",
+                                      "predict_runs", "--format", "github"])
+    assert result.exit_code == 1
+    first, last = result.stdout.splitlines()[0], result.stdout.splitlines()[-1]
+    assert first.startswith("::error title=layercheck ") and "predict_runs failed::predict raised ValueError" in first
+    assert "%0A" in first and "\n" not in first
+    assert last.startswith("0 passed, 1 failed, 0 skipped, 0 errors in ")
+
+
+# -- HTML -----------------------------------------------------------------------------------------
+
+
+class Node:
+    """An element of a parsed page."""
+
+    def __init__(self, tag: str, attrs: dict[str, str]) -> None:
+        self.tag, self.attrs = tag, attrs
+        self.children: list[Node | str] = []
+
+    @property
+    def classes(self) -> list[str]:
+        return self.attrs.get("class", "").split()
+
+    def text(self) -> str:
+        return "".join(c if isinstance(c, str) else c.text() for c in self.children)
+
+    def iter(self, tag: str | None = None, cls: str | None = None) -> Iterator[Node]:
+        for child in self.children:
+            if isinstance(child, Node):
+                if (tag is None or child.tag == tag) and (cls is None or cls in child.classes):
+                    yield child
+                yield from child.iter(tag, cls)
+
+    def kids(self, tag: str) -> list[Node]:
+        """Direct children only."""
+        return [c for c in self.children if isinstance(c, Node) and c.tag == tag]
+
+    def all(self, tag: str | None = None, cls: str | None = None) -> list[Node]:
+        return list(self.iter(tag, cls))
+
+    def one(self, tag: str | None = None, cls: str | None = None) -> Node:
+        (found,) = self.iter(tag, cls)
+        return found
+
+
+class _Page(HTMLParser):
+    VOID: ClassVar[set[str]] = {"meta", "link", "br", "hr", "img", "input"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#document", {})
+        self.stack = [self.root]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        node = Node(tag, {k: v or "" for k, v in attrs})
+        self.stack[-1].children.append(node)
+        if tag not in self.VOID:
+            self.stack.append(node)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack[-1].tag == tag, f"</{tag}> closes <{self.stack[-1].tag}>: not well nested"
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.stack[-1].children.append(data)
+
+
+def parse_html(text: str) -> Node:
+    page = _Page()
+    page.feed(text)
+    page.close()
+    assert len(page.stack) == 1, f"unclosed <{page.stack[-1].tag}>"
+    return page.root
+
+
+def test_html_is_one_self_contained_page() -> None:
+    text = handmade().render("html")
+    assert text.startswith("<!DOCTYPE html>\n<html lang=\"en\">")
+    page = parse_html(text)
+    assert not page.all("script") and not page.all("link") and not page.all("img") and not page.all("iframe")
+    assert not [n for n in page.iter() if "src" in n.attrs or n.attrs.get("href", "#").startswith(("http", "//"))]
+    style = page.one("style").text()
+    assert "url(" not in style and "@import" not in style
+    assert page.one("h1").text() == "failed layercheck report"
+    assert page.one("p", "summary").text() == "2 passed, 1 failed, 0 skipped, 2 errors, 2 notes in 0.50 s"
+
+
+def test_html_has_a_section_per_layer_with_facts_checks_and_notes() -> None:
+    report = handmade()
+    page = parse_html(report.render("html"))
+    sections = page.all("section", "run")
+    assert [s.attrs["id"] for s in sections] == ["run-1", "run-2", "run-3"]
+    assert [s.classes[1] for s in sections] == ["passed", "error", "error"]
+    overview = [a.attrs["href"] for a in page.one("table", "overview").iter("a")]
+    assert overview == ["#run-1", "#run-2", "#run-3"]
+    good, bad, missing = sections
+    facts = dict(zip((dt.text() for dt in good.iter("dt")), (dd.text() for dd in good.iter("dd"))))
+    assert facts == {"status": "passed", "summary": "2 passed, 0 failed, 0 skipped, 0 errors, 1 note",
+                     "kind": "module", "inputs": "4,3:BC", "seed": "0", "time": "0.20 s",
+                     "custom backward": "no (autograd)", "defined at": "layers/good.py:12"}
+    rows = [tr for tr in good.one("table", "checks").iter("tr") if tr.classes]
+    assert [(tr.classes[0], tr.all("td")[1].text()) for tr in rows] == [("passed", "signatures"),
+                                                                       ("passed", "backward_size")]
+    assert [li.text() for li in good.one("ul", "notes").iter("li")] == [f"backward_size: {GOOD_NOTE}"]
+    assert [li.text() for li in bad.one("ul", "notes").iter("li")] == [f"gradients[float64]: {BAD_NOTE}"]
+    assert missing.one("pre", "load-error").text() == "no such file missing.py" and not missing.all("table")
+
+
+def test_html_spells_out_each_failure_and_error() -> None:
+    page = parse_html(handmade().render("html"))
+    bad = page.all("section", "run")[1]
+    links = [a.attrs["href"] for a in bad.one("table", "checks").iter("a")]
+    problems = bad.all("article", "problem")
+    assert links == [f"#{a.attrs['id']}" for a in problems] == ["#run-2-gradients-float64", "#run-2-state_dict"]
+    gradients, crashed = problems
+    assert gradients.one("pre", "message").text() == "float64 analytic gradients disagree"
+    assert gradients.one("p").text() == f"Reproduce: {REPRODUCE}"
+    details = gradients.one("details")
+    keys = [tr.kids("th")[0].text() for tr in details.all("table", "kv")[0].kids("tr")]
+    assert keys == ["tolerance", "directions", "wrong"]  # the reproduce command is shown above, not twice
+    directions = details.all("table", "rows")[0]
+    assert [th.text() for th in directions.all("th")] == ["analytic", "numeric", "one_sided", "relative_error", "step",
+                                                         "kink_crossed"]
+    assert [td.text() for td in directions.all("tr")[2].all("td")][:4] == ["-47", "-62.9", "-62.9, -62.9", "0.079"]
+    assert crashed.classes == ["problem", "error"] and crashed.one("pre", "traceback").text() == TRACEBACK
+    assert not crashed.all("svg")
+
+
+def _circles(svg: Node) -> list[Node]:
+    return svg.all("circle", "point")
+
+
+def test_html_plots_a_gradient_failure_one_point_per_direction_and_element() -> None:
+    page = parse_html(handmade().render("html"))
+    gradients = page.all("article", "problem")[0]
+    plots = gradients.all("svg", "plot")
+    assert [(svg.attrs["data-plot"], len(_circles(svg))) for svg in plots] == [
+        ("directions", 3), ("directions", 2), ("elements", 3)]
+    joint = plots[0]
+    # bad points (relative error above the tolerance 1e-6) stand out; the one on the line does not
+    assert sorted(c.classes == ["point", "bad"] for c in _circles(joint)) == [False, True, True]
+    assert "y = x" in joint.text()
+    assert [f.one("b").text() for f in gradients.all("figure")] == [
+        "Directions: all tensors together", "Directions: input 0", "Elements: input 0"]
+    # Against the elements' values: left to right -1.0 (right), 2.7 and 3.0 (wrong), errors 0, 1, 1.
+    by_x = sorted(_circles(plots[2]), key=lambda c: float(c.attrs["cx"]))
+    assert [c.one("title").text().split(":")[0] for c in by_x] == [
+        "element (0, 0), value -1", "element (0, 3), value 2.7", "element (1, 1), value 3"]
+    assert float(by_x[0].attrs["cy"]) > float(by_x[1].attrs["cy"]) == float(by_x[2].attrs["cy"])
+    assert "value of the element of input 0" in plots[2].text()
+
+
+def test_html_plots_elements_against_their_position_without_values() -> None:
+    run = RunReport(target="t.py:L", kind="module", inputs=[], seed=0, seconds=0.1,
+                    results=[gradients_failure(values=False)])
+    plot = parse_html(handmade(run).render("html")).all("svg", "plot")[2]
+    by_x = sorted(_circles(plot), key=lambda c: float(c.attrs["cx"]))
+    assert [c.one("title").text().split(":")[0] for c in by_x] == ["element (0, 0)", "element (0, 3)", "element (1, 1)"]
+    assert "element of input 0 (index)" in plot.text() and "(0, 3)" in plot.text()
+
+
+@pytest.fixture(scope="module")
+def region_bug() -> Report:
+    """A real failing gradient check: a backward wrong only where x > 2.5."""
+    run = run_zoo("gradients_region_bug", only=("gradients",))
+    return Report(runs=[run], environment={}, version="test", seconds=run.seconds)
+
+
+def test_html_plots_a_real_gradient_failure(region_bug: Report) -> None:
+    page = parse_html(region_bug.render("html"))
+    (result,) = [r for r in region_bug.results if r.check == "gradients" and r.variant == "float64"]
+    assert result.status is Status.FAILED
+    article = page.all("article", "problem")[0]  # float64 first
+    plots = article.all("svg", "plot")
+    (wrong,) = result.details["wrong"]
+    assert [len(_circles(svg)) for svg in plots] == [
+        len(result.details["directions"]), len(wrong["directions"]), len(wrong["elements"])]
+    assert any("bad" in c.classes for c in _circles(plots[0]))
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium to render the page")
+def test_html_renders_in_chromium(region_bug: Report, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(handmade(*handmade().runs, *region_bug.runs).render("html"), encoding="utf-8")
+    shot = tmp_path / "report.png"
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                        f"--user-data-dir={profile}", f"--screenshot={shot}", "--window-size=1200,2000",
+                        page.as_uri()], check=False, capture_output=True, timeout=120)
+    assert shot.is_file(), "chromium wrote no screenshot"
+    assert _png_size(shot) == (1200, 2000) and shot.stat().st_size > 50_000  # a page, not a blank

@@ -19,9 +19,10 @@ from torch import nn
 from typer.testing import CliRunner
 
 import layercheck
-from conftest import ROOT, write_spec
 from layercheck.cli import app
 from layercheck.result import Report
+
+from conftest import ROOT, write_spec
 
 runner = CliRunner()
 

@@ -4,6 +4,7 @@ checks meant for them, correct layers pass everything (a false alarm fails this 
 from __future__ import annotations
 
 import pytest
+
 from conftest import failed_checks, load_zoo, run_zoo, zoo_names
 
 

@@ -12,12 +12,15 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
 from rich.table import Table
 from rich.text import Text
 
+from layercheck.reporting.details import label, labelled_notes, summary_line
+from layercheck.reporting.registry import reporter
 from layercheck.result import Report, RunReport, Status
 
 STYLES = {
@@ -26,20 +29,14 @@ STYLES = {
     Status.SKIPPED: "yellow",
     Status.ERROR: "bold magenta",
 }
-
-
-def summary_line(report: Report) -> str:
-    """``N passed, N failed, N skipped, N errors in T s`` (MATLAB's checkLayer style)."""
-    s = report.summary
-    return (f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped, "
-            f"{s['error']} errors in {report.seconds:.2f} s")
+NOTE_STYLE = "cyan"
 
 
 def run_table(run: RunReport, *, verbose: bool = False) -> RenderableType:
     title = f"{run.target} [{run.status.value}]"
     if run.error is not None:
         return Text.assemble((title, "bold"), "\n", ("error: ", STYLES[Status.ERROR]), run.error)
-    table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    table = Table(title=Text(title), title_justify="left", show_lines=False, expand=False)  # not markup: "[passed]"
     table.add_column("check", no_wrap=True)
     table.add_column("variant", no_wrap=True)
     table.add_column("status", no_wrap=True)
@@ -52,12 +49,25 @@ def run_table(run: RunReport, *, verbose: bool = False) -> RenderableType:
     return table
 
 
-def failure_notes(report: Report, *, verbose: bool = False) -> RenderableType | None:
+def run_notes(run: RunReport) -> RenderableType | None:
+    """The run's notes below its table, one per line, wrapped beside the check they belong to."""
+    notes = labelled_notes(run.results)
+    if not notes:
+        return None
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, style=NOTE_STYLE)
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for name, note in notes:
+        grid.add_row("note", Text(name), Text(note))
+    return grid
+
+
+def failure_list(report: Report, *, verbose: bool = False) -> RenderableType | None:
     """Each failure or error with its whole message, the layer's traceback and how to reproduce it."""
     lines: list[RenderableType] = []
     for run, r in report.failures():
-        label = f"{r.check}[{r.variant}]" if r.variant else r.check
-        lines.append(Text.assemble((f"{r.status.value.upper()} ", STYLES[r.status]), (label, "bold"),
+        lines.append(Text.assemble((f"{r.status.value.upper()} ", STYLES[r.status]), (label(r), "bold"),
                                    f" ({run.target}): ", r.message))
         trace = r.details.get("traceback")
         if trace and (verbose or r.status is Status.FAILED):
@@ -71,12 +81,15 @@ def print_report(report: Report, console: Console, *, verbose: bool = False, qui
     if not quiet:
         for run in report.runs:
             console.print(run_table(run, verbose=verbose))
+            notes = run_notes(run)
+            if notes is not None:
+                console.print(notes)
     for run in report.runs:
         if quiet and run.error is not None:
             console.print(Text.assemble((f"ERROR {run.target}: ", STYLES[Status.ERROR]), run.error))
-    notes = failure_notes(report, verbose=verbose)
-    if notes is not None:
-        console.print(notes, soft_wrap=True)  # unwrapped, so the reproduce command can be copied
+    failures = failure_list(report, verbose=verbose)
+    if failures is not None:
+        console.print(failures, soft_wrap=True)  # unwrapped, so the reproduce command can be copied
     style = "green" if report.passed else "red"
     console.print(Text(summary_line(report), style=f"bold {style}"))
 
@@ -88,6 +101,11 @@ def render_text(report: Report, *, width: int = 120, verbose: bool = False) -> s
     return buffer.getvalue()
 
 
+@reporter("table", title="the terminal's tables as plain text, whole messages and tracebacks", suffix=".txt")
+def render(report: Report) -> str:
+    return render_text(report, verbose=True)
+
+
 @contextlib.contextmanager
 def progress_display(console: Console, *, enabled: bool = True) -> Iterator[object]:
     """A transient progress bar on ``console`` while checks run; yields the runner's callback."""
@@ -96,7 +114,7 @@ def progress_display(console: Console, *, enabled: bool = True) -> Iterator[obje
         return
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=console, transient=True)
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def update(target: str, check: str, index: int, total: int) -> None:
         if target not in tasks:

@@ -6,9 +6,11 @@ import json
 import math
 from typing import Any
 
+from layercheck.reporting.registry import reporter
 from layercheck.result import Report
 
 
+@reporter("json", title="versioned schema layercheck.report/1, for programs", suffix=".json")
 def render(report: Report) -> str:
     return json.dumps(_finite(report.to_dict()), indent=2) + "\n"
 

@@ -3,29 +3,27 @@
 One ``testsuite`` per target and one ``testcase`` per check and variant. A failed check
 carries a ``failure`` element, a check that could not complete an ``error`` element, a
 skipped one a ``skipped`` element; each has the message as its ``message`` attribute and
-the details (traceback, reproduce command) as its text. A target that could not be loaded
-or constructed has no checks to list: its suite holds one testcase, ``load``, with an
-``error`` element giving the reason, so CI marks it red rather than empty.
+the details (traceback, reproduce command) as its text. A check's notes, and a passing
+check's message, are its ``system-out``. A target that could not be loaded or constructed
+has no checks to list: its suite holds one testcase, ``load``, with an ``error`` element
+giving the reason, so CI marks it red rather than empty.
 """
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 
-from layercheck.reporting.details import details_text, label
+from layercheck.reporting.details import details_text, label, location_text, printable
+from layercheck.reporting.registry import reporter
 from layercheck.result import CheckResult, Report, RunReport, Status
 
 LOAD_CASE = "load"
 """Name of the testcase that stands for a target which could not be loaded or constructed."""
 
-# XML 1.0 forbids most control characters, even escaped; layer messages can hold them
-# (terminal colour codes in an exception text), and one would make the whole file unreadable.
-_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
 _ELEMENT = {Status.FAILED: "failure", Status.ERROR: "error", Status.SKIPPED: "skipped"}
 
 
+@reporter("junit", title="JUnit XML, one testsuite per layer, for CI systems", suffix=".xml")
 def render(report: Report) -> str:
     root = ET.Element("testsuites", name="layercheck")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -42,41 +40,44 @@ def render(report: Report) -> str:
 
 
 def _suite(run: RunReport, report: Report) -> ET.Element:
-    summary = run.summary
-    load_failed = run.error is not None
+    summary = run.summary  # a load error counts as an error there
     suite = ET.Element(
         "testsuite",
-        name=_clean(run.target),
-        tests=str(len(run.results) + load_failed),
+        name=printable(run.target),
+        tests=str(len(run.results) + (run.error is not None)),
         failures=str(summary["failed"]),
-        errors=str(summary["error"] + load_failed),
+        errors=str(summary["error"]),
         skipped=str(summary["skipped"]),
         time=_seconds(run.seconds),
     )
     properties = ET.SubElement(suite, "properties")
     for name, value in _properties(run, report):
-        ET.SubElement(properties, "property", name=name, value=_clean(value))
+        ET.SubElement(properties, "property", name=name, value=printable(value))
     if run.error is not None:
-        case = ET.SubElement(suite, "testcase", classname=_clean(run.target), name=LOAD_CASE, time=_seconds(run.seconds))
-        error = ET.SubElement(case, "error", message=_clean(run.error), type="LoadError")
-        error.text = _clean(run.error)
+        case = ET.SubElement(suite, "testcase", classname=printable(run.target), name=LOAD_CASE,
+                             time=_seconds(run.seconds))
+        error = ET.SubElement(case, "error", message=printable(run.error), type="LoadError")
+        error.text = printable(run.error)
     for result in run.results:
         suite.append(_case(run, result))
     return suite
 
 
 def _case(run: RunReport, result: CheckResult) -> ET.Element:
-    case = ET.Element("testcase", classname=_clean(run.target), name=_clean(label(result)),
+    case = ET.Element("testcase", classname=printable(run.target), name=printable(label(result)),
                       time=_seconds(result.seconds))
     tag = _ELEMENT.get(result.status)
-    if tag is None:
-        if result.message:  # what a passing check established, for whoever opens the report
-            ET.SubElement(case, "system-out").text = _clean(result.message)
-        return case
-    outcome = ET.SubElement(case, tag, message=_clean(result.message))
-    if result.status is not Status.SKIPPED:
-        outcome.set("type", result.status.value)
-        outcome.text = _clean("\n\n".join(part for part in (result.message, details_text(result.details)) if part))
+    if tag is not None:
+        outcome = ET.SubElement(case, tag, message=printable(result.message))
+        if result.status is not Status.SKIPPED:
+            outcome.set("type", result.status.value)
+            text = "\n\n".join(part for part in (result.message, details_text(result.details)) if part)
+            outcome.text = printable(text)
+    # What a passing check established, for whoever opens the report, and every check's notes.
+    out = [result.message] if tag is None and result.message else []
+    out += [f"note: {note}" for note in result.notes]
+    if out:
+        ET.SubElement(case, "system-out").text = printable("\n".join(out))
     return case
 
 
@@ -91,12 +92,9 @@ def _properties(run: RunReport, report: Report) -> list[tuple[str, str]]:
         ("python", str(env.get("python", ""))),
         ("torch", str(env.get("torch", ""))),
         ("devices", " ".join(map(str, env.get("devices", [])))),
-    ]
+    ] + ([("location", location_text(run.location))] if run.location else [])
 
 
 def _seconds(value: float) -> str:
     return f"{value:.3f}"
 
-
-def _clean(text: str) -> str:
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

@@ -3,13 +3,18 @@
 A headline with the overall verdict and the MATLAB-style summary line, then per target a
 table of its checks, failures and errors first, with their messages. Targets that passed
 keep their table folded (``<details>``) so a long comment stays readable; the commands that
-reproduce each failure follow its table.
+reproduce each failure, and the notes of its checks, follow its table.
 """
 
 from __future__ import annotations
 
-from layercheck.reporting.console import summary_line
-from layercheck.reporting.details import label
+from layercheck.reporting.details import (
+    counts_text,
+    label,
+    labelled_notes,
+    summary_line,
+)
+from layercheck.reporting.registry import reporter
 from layercheck.result import CheckResult, Report, RunReport, Status
 
 ICONS = {Status.PASSED: "✅", Status.FAILED: "❌", Status.ERROR: "⚠️", Status.SKIPPED: "⏭️"}
@@ -21,6 +26,7 @@ MESSAGE_LIMIT = 400
 """Characters of a message shown in a table cell; the JSON and JUnit reports keep it whole."""
 
 
+@reporter("markdown", title="a summary for a pull-request comment", suffix=".md")
 def render(report: Report) -> str:
     verdict = "passed" if report.passed else "failed"
     count = len(report.runs)
@@ -32,8 +38,8 @@ def render(report: Report) -> str:
     lines = [
         headline,
         "",
-        f"**{summary_line(report)}** · layercheck {report.version}, torch {env.get('torch', '?')}, "
-        f"python {env.get('python', '?')}, devices {', '.join(map(str, env.get('devices', []))) or '?'}",
+        (f"**{summary_line(report)}** · layercheck {report.version}, torch {env.get('torch', '?')}, "
+         f"python {env.get('python', '?')}, devices {', '.join(map(str, env.get('devices', []))) or '?'}"),
         "",
     ]
     for run in report.runs:
@@ -45,7 +51,8 @@ def _run_section(run: RunReport) -> list[str]:
     lines = [f"### {ICONS[run.status]} `{_code(run.target)}`: {run.status.value}", ""]
     if run.error is not None:
         return lines + [f"The layer could not be checked: {_cell(run.error, limit=None)}", ""]
-    facts = [", ".join(f"{v} {'errors' if k == 'error' else k}" for k, v in run.summary.items() if v)]
+    notes = labelled_notes(run.results)
+    facts = [counts_text(run.summary, notes=len(notes), nonzero=True)]
     facts.append("inputs " + ", ".join(f"`{','.join(map(str, i['size']))}:{i['format']}`" for i in run.inputs))
     if run.custom_backward:
         facts.append("hand-written backward")
@@ -60,6 +67,8 @@ def _run_section(run: RunReport) -> list[str]:
         reproduce = [(label(r), r.details["reproduce"]) for r in run.results if "reproduce" in r.details]
         if reproduce:
             lines += ["Reproduce:", "", "```sh", *(f"{cmd}  # {name}" for name, cmd in reproduce), "```", ""]
+    if notes:  # outside the fold: they are there to be read
+        lines += ["Notes:", "", *(f"- `{_code(name)}`: {_cell(note, limit=None)}" for name, note in notes), ""]
     return lines
 
 

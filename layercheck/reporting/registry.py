@@ -1,0 +1,123 @@
+"""The ``@reporter`` decorator and the formats it registers.
+
+Built-in reporters register exactly as a third party's would: a module under
+``layercheck/reporting/`` (or one named by an entry point in the ``layercheck.reporters``
+group) decorates a function ``render(report) -> str`` with :func:`reporter`. This module
+imports no reporter and not :mod:`layercheck.result`: it loads the reporters when a format
+is first asked for, so that ``Report.render`` can look formats up here without a cycle.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, TypeVar
+
+from layercheck.errors import UsageError
+
+if TYPE_CHECKING:
+    from layercheck.result import Report
+
+ENTRY_POINT_GROUP = "layercheck.reporters"
+
+# The order --help lists the built-in formats in: SPEC section 8's. Third-party formats follow
+# in registration order.
+BUILTIN_ORDER = ("table", "json", "junit", "markdown", "html", "github")
+
+_NAME = re.compile(r"[a-z][a-z0-9_-]*")
+
+Renderer = Callable[["Report"], str]
+R = TypeVar("R", bound=Renderer)
+
+
+@dataclass(frozen=True)
+class ReporterInfo:
+    """One report format: the name ``--format`` takes, what it is, and the function that writes it."""
+
+    name: str
+    title: str
+    func: Renderer
+    suffix: str = ""
+    """The file suffix of this format (``.json``); ``--output`` with it picks this format."""
+
+
+_REGISTRY: dict[str, ReporterInfo] = {}
+
+
+def reporter(name: str, *, title: str, suffix: str = "") -> Callable[[R], R]:
+    """Register a report format. The function receives the whole :class:`~layercheck.Report`
+    and returns the report as text; it must not run torch (it may be given a report read back
+    from JSON). ``suffix`` (``".json"``) lets ``--output report.json`` pick the format."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"report format name {name!r}: use lowercase letters, digits, '-' and '_'")
+    if suffix and not suffix.startswith("."):
+        raise ValueError(f"report format {name!r}: suffix {suffix!r} must start with '.'")
+
+    def register(func: R) -> R:
+        if name in _REGISTRY and _REGISTRY[name].func is not func:
+            raise ValueError(f"report format {name!r} registered twice")
+        _REGISTRY[name] = ReporterInfo(name=name, title=title, func=func, suffix=suffix)
+        return func
+
+    return register
+
+
+_loaded = False
+
+
+def load_reporters() -> None:
+    """Import the built-in reporter modules and third-party entry points (once)."""
+    global _loaded
+    if _loaded:
+        return
+    import layercheck.reporting as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except Exception as exc:
+            raise ImportError(f"reporter plug-in {ep.name!r} ({ep.value}, group {ENTRY_POINT_GROUP}) "
+                              f"failed to load: {type(exc).__name__}: {exc}") from exc
+    _loaded = True
+
+
+def catalogue() -> list[ReporterInfo]:
+    """Every registered format: the built-ins in SPEC order, then the others as registered."""
+    load_reporters()
+    rank = {name: i for i, name in enumerate(BUILTIN_ORDER)}
+    order = list(_REGISTRY)
+    return sorted(_REGISTRY.values(), key=lambda r: (rank.get(r.name, len(rank)), order.index(r.name)))
+
+
+def formats() -> list[str]:
+    """The names ``--format`` accepts."""
+    return [info.name for info in catalogue()]
+
+
+def get(name: str) -> ReporterInfo:
+    """The format called ``name``; an unknown name is a :class:`~layercheck.errors.UsageError`."""
+    load_reporters()
+    if name not in _REGISTRY:
+        known = formats()
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UsageError(f"unknown report format {name!r}{hint} (formats: {', '.join(known)})")
+    return _REGISTRY[name]
+
+
+def for_suffix(suffix: str) -> ReporterInfo | None:
+    """The one format that declares this file suffix (case-insensitive), if exactly one does."""
+    matches = [info for info in catalogue() if info.suffix and info.suffix.lower() == suffix.lower()]
+    return matches[0] if len(matches) == 1 else None
+
+
+def render(report: Report, fmt: str) -> str:
+    """The report as text in format ``fmt``."""
+    return get(fmt).func(report)
