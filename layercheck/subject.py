@@ -197,21 +197,109 @@ class Subject:
         }
 
     def snapshot(self) -> dict[str, torch.Tensor | None]:
-        """A copy of the state, for :meth:`restore`."""
+        """A copy of the state (every buffer), to compare with or report."""
         return {k: (None if v is None else v.detach().clone()) for k, v in self.buffers().items()}
 
-    def restore(self, snapshot: dict[str, torch.Tensor | None]) -> None:
-        """Put the state back as it was at :meth:`snapshot`, shape changes included."""
-        assert self.module is not None or not snapshot
-        for name, value in snapshot.items():
+    def checkpoint(self) -> Checkpoint:
+        """Everything a call can change in the layer, for :meth:`rewind`: the values of its
+        buffers, the tensors that held them, and the plain attributes of every submodule (a
+        cache length kept in an int, a list of past inputs)."""
+        if self.module is None:
+            return Checkpoint({}, {}, {})
+        holders = self.buffers()
+        # Parameters, buffers and modules held in plain attributes (LSTM's _flat_weights) are
+        # references to the layer's own: kept as such, never copied.
+        owned: list[Any] = [*self.module.parameters(), *self.module.buffers(), *self.module.modules()]
+        shared = _Shared({_storage(t) for t in owned if isinstance(t, torch.Tensor)}, {id(o): o for o in owned})
+        attributes = {prefix: {key: _Kept.of(value, shared) for key, value in vars(mod).items()
+                               if key not in _MODULE_INTERNALS}
+                      for prefix, mod in self.module.named_modules()}
+        return Checkpoint(self.snapshot(), holders, attributes)
+
+    def rewind(self, checkpoint: Checkpoint) -> None:
+        """Put the layer back as it was at :meth:`checkpoint`: attributes set back (ones added
+        since removed), and every buffer given its value again — in place when the layer still
+        holds the same tensor (it updates it in place, like running statistics), else as a new
+        copy (the layer reassigned it, maybe to a tensor that aliases an output it returned)."""
+        if self.module is None:
+            return
+        for prefix, saved in checkpoint.attributes.items():
+            mod = self.module.get_submodule(prefix) if prefix else self.module
+            for key in [k for k in vars(mod) if k not in _MODULE_INTERNALS and k not in saved]:
+                delattr(mod, key)
+            for key, kept in saved.items():
+                object.__setattr__(mod, key, kept.value())
+        for name, value in checkpoint.buffers.items():
             prefix, _, key = name.rpartition(".")
-            mod = self.module.get_submodule(prefix) if prefix else self.module  # type: ignore[union-attr]
+            mod = self.module.get_submodule(prefix) if prefix else self.module
             current = mod._buffers.get(key)
-            if value is not None and current is not None and current.shape == value.shape:
+            if value is not None and current is not None and current is checkpoint.holders.get(name) \
+                    and current.shape == value.shape:
                 with torch.no_grad():
                     current.copy_(value)
             else:
                 mod._buffers[key] = None if value is None else value.clone()
+
+
+# Attributes every nn.Module has (its registries and hooks) and the mode flag, which each call sets.
+_MODULE_INTERNALS = frozenset(vars(nn.Module())) | {"training"}
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A layer's state at one moment (see :meth:`Subject.checkpoint`)."""
+
+    buffers: dict[str, torch.Tensor | None]
+    holders: dict[str, torch.Tensor | None]
+    attributes: dict[str, dict[str, _Kept]]
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What a layer's plain attributes may refer to without owning it: its parameters, buffers
+    and submodules (by storage, and as a deep-copy memo that maps each to itself)."""
+
+    storages: set[int]
+    memo: dict[int, Any]
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """One plain attribute as it was: a copy (given back as a fresh copy each time, so the
+    checkpoint can be rewound to again), or the object itself where copying is wrong or
+    impossible (functions, modules, tensors that view a parameter or buffer, objects that
+    cannot be deep-copied)."""
+
+    held: Any
+    copied: bool
+    shared: _Shared | None = None
+
+    @classmethod
+    def of(cls, value: Any, shared: _Shared) -> _Kept:
+        if isinstance(value, torch.Tensor):
+            if _storage(value) in shared.storages:
+                return cls(value, False)
+            return cls(value.detach().clone(), True)
+        if callable(value) or isinstance(value, nn.Module):
+            return cls(value, False)
+        try:
+            return cls(copy.deepcopy(value, dict(shared.memo)), True, shared)
+        except Exception:  # an object that cannot be copied: assume the layer does not change it
+            return cls(value, False)
+
+    def value(self) -> Any:
+        if not self.copied:
+            return self.held
+        if isinstance(self.held, torch.Tensor):
+            return self.held.clone()
+        return copy.deepcopy(self.held, dict(self.shared.memo) if self.shared is not None else None)
+
+
+def _storage(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return id(t)
 
 
 # -- helpers shared by checks -----------------------------------------------------------------

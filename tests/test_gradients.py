@@ -221,3 +221,28 @@ def test_a_bias_before_a_normalisation_passes_on_every_seed_batch_and_thread_cou
                 assert any("has no effect on the output" in n for n in notes), (name, batch, seed)
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_float32_island_passes_on_every_seed_size_and_thread_count(threads: int) -> None:
+    module = load_zoo("good_float32_island_norm")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for layout in ("2,4,8,8:BCSS", "4,4,16,16:BCSS"):
+            for seed in range(6):
+                report = run_target(Target(module.LAYER, [Layout.parse(layout)], seed=seed),
+                                    select(only=("gradients",)), options=Options(seed=seed))
+                found = {r.variant: r for r in report.results if r.check == "gradients"}
+                assert all(r.status.value == "passed" for r in found.values()), (layout, seed, found)
+                assert "computes in float32 inside" in found["float64"].message
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_float32_island_with_a_wrong_backward_is_caught_at_float32_precision() -> None:
+    found = results(run_zoo("gradients_float32_island_backward", only=("gradients",)))
+    status, message, details = found["gradients[float64]"]
+    assert status == "failed" and "input 0" in message
+    assert details["precision"] == "float32" and details["step"] > 1e-3

@@ -123,7 +123,7 @@ def test_state_and_random_stream_are_the_same_for_every_evaluation() -> None:
     first = fd._evaluate(fd.fn.point)  # each evaluation updates the hidden state ...
     assert torch.equal(first, fd._evaluate(fd.fn.point))  # ... and is restored before the next
     after = fd.fn.subject.snapshot()
-    assert all(torch.equal(fd.fn.state[k], after[k]) for k in after)
+    assert all(torch.equal(fd.fn.state.buffers[k], after[k]) for k in after)
     dropout = load_zoo("good_dropout_custom").LAYER
     fd, grads = reference(dropout, "4,3,5:BCU")
     assert torch.equal(fd._evaluate(fd.fn.point), fd._evaluate(fd.fn.point))

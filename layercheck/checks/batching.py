@@ -58,7 +58,7 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
     if predict_is_random(ctx):
         raise CheckSkipped("predict draws random numbers, so observations cannot be compared (deterministic reports it)")
     subject = ctx.fresh()
-    initial = subject.snapshot()
+    initial = subject.checkpoint()
     inputs = subject.inputs()
     dims = [layout.batch_dim for layout in ctx.layouts]
     size = next(x.shape[d] for x, d in zip(inputs, dims) if d is not None)
@@ -66,7 +66,7 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
         inputs = [x if d is None else torch.cat([x, _another_observation(x, d, ctx.seed)], d) for x, d in zip(inputs, dims)]
         size = 2
         batched = predict_run(subject, inputs).outputs
-        subject.restore(initial)
+        subject.rewind(initial)
     else:
         batched = reference_predict(ctx).outputs
     picks = sorted({round(k * (size - 1) / (_SAMPLED - 1)) for k in range(_SAMPLED)})
@@ -76,7 +76,7 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
                  for x, d in zip(inputs, dims)]
         with failing(f"a batch of one observation (observation {i} of {size})", observation=i):
             single = predict_run(subject, alone).outputs
-        subject.restore(initial)
+        subject.rewind(initial)
         if found is None:
             found = _batch_dims(batched, single, size)
         for j, d in enumerate(found):

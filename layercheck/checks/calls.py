@@ -212,6 +212,7 @@ def _mode_dependence(ctx: Context, subject: Subject) -> str | None:
             return f"{type(sub).__name__}.forward reads self.training"
     fresh = ctx.fresh()
     inputs = fresh.inputs()
+    start = fresh.checkpoint()
     before = fresh.snapshot()
     a = Outputs.of(fresh.forward(inputs)).tensors
     if any(
@@ -219,7 +220,7 @@ def _mode_dependence(ctx: Context, subject: Subject) -> str | None:
         for x, y in zip(before.values(), fresh.snapshot().values())
     ):
         return "the training forward updates the layer's state"
-    fresh.restore(before)
+    fresh.rewind(start)
     b = Outputs.of(fresh.forward(inputs, rng_seed=ctx.seed + 1)).tensors
     if any(not torch.equal(x.detach(), y.detach()) for x, y in zip(a, b)):
         return "the training forward is random (dropout-like)"

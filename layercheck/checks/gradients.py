@@ -13,9 +13,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from layercheck.numerics.engine import BASE_STEP, FiniteDifferences, NotDifferentiable, Probe
+from layercheck.numerics.engine import BASE_STEP, FiniteDifferences, NotDifferentiable, Probe, TooNoisy, Unstable
 from layercheck.numerics.functions import Backprop, LayerFunction
 from layercheck.numerics.locate import Finding, diagnose
+from layercheck.numerics.precision import lowest_precision
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, Verdict, judge
 from layercheck.registry import GRADIENTS, check
 from layercheck.sdk import (
@@ -238,6 +239,16 @@ def float64_reference(ctx: Context) -> Reference:
             raise CheckSkipped("the layer returns no floating output: there is nothing to differentiate")
         _skip_unless_finite(run, "float64")
         fd = FiniteDifferences(fn, [w for w in run.cotangents if w is not None], seed=ctx.seed, outputs=run.outputs)
+        fd.precision = lowest_precision(fn)
+        try:
+            fd.check_stable()
+        except Unstable as exc:
+            raise CheckFailed(
+                f"the float64 layer's output at the same inputs and parameters changed between two evaluations "
+                f"(relative change {exc.change:.2g}), so it is not a fixed function finite differences can judge: "
+                "something it reads was modified in place — by backward (a saved tensor, an input or an output "
+                "updated in place, e.g. y.sqrt_() for y.sqrt()) or by forward (state or an attribute not put back)",
+                blocking=True, relative_change=exc.change) from exc
         tolerance = ctx.tolerance_of(GRADIENTS, "float64")  # the gradient check's verdict, whoever asks first
         with skip_if_not_differentiable():
             return Reference(fd, run, judge(fd, run.grads, tolerance))
@@ -257,11 +268,12 @@ def _skip_unless_finite(run: Backprop, dtype: str) -> None:
 
 @contextlib.contextmanager
 def skip_if_not_differentiable() -> Iterator[None]:
-    """The engine's NotDifferentiable as a skip with its message: finite differences do not
-    apply to a layer whose outputs change in number or size under a difference step."""
+    """The engine's NotDifferentiable and TooNoisy as a skip with their message: finite
+    differences do not apply to a layer whose outputs change in number or size under a
+    difference step, nor judge one whose rounding noise swamps the derivative."""
     try:
         yield
-    except NotDifferentiable as exc:
+    except (NotDifferentiable, TooNoisy) as exc:
         raise CheckSkipped(str(exc)) from exc
 
 
@@ -458,6 +470,10 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
     if verdict.passed:
         for note in _dead_tensors(ctx, ref):
             ctx.note(note)
+        if verdict.precision != torch.float64:
+            ctx.note(f"the layer computes in {dtype_name(verdict.precision)} inside even in float64 (a .float() or "
+                     f"a {dtype_name(verdict.precision)} constant): its float64 gradients are as precise as that "
+                     "allows, and the gradient check was done at that precision")
         return f"{_count_names(names)}: {_agreement(verdict)}", details
     raise _disagreement(ref, "float64 analytic gradients", details)
 
@@ -610,12 +626,17 @@ def _disagreement(ref: Reference, what: str, details: dict[str, Any], *,
 
 def _agreement(verdict: Verdict) -> str:
     worst = verdict.worst
+    allowed = f"tolerance {verdict.tolerance:g}" + (" plus rounding noise" if verdict.precision_limited else "")
     text = (f"directional derivatives along {len(verdict.comparisons)} random directions agree with float64 "
-            f"finite differences (largest relative error {worst.relative_error:.1e}, tolerance {verdict.tolerance:g})")
+            f"finite differences (largest relative error {worst.relative_error:.1e}, {allowed})")
     if verdict.retried:
         text += "; a first pair of directions crossed a kink, two fresh ones agree"
-    if verdict.precision_limited:
-        text += (f"; the float64 copy computes in lower precision, so the step was raised to {verdict.step:.0e} "
+    if verdict.precision != torch.float64:
+        text += (f"; the layer computes in {dtype_name(verdict.precision)} inside (seen in the operations its float64 "
+                 f"copy runs), so differences were taken at step {verdict.step:.0e} and its rounding noise "
+                 f"({verdict.noise:.1e} of the derivative) is allowed on top of the tolerance")
+    elif verdict.precision_limited:
+        text += (f"; the float64 copy rounds like a lower precision, so the step was raised to {verdict.step:.0e} "
                  f"and rounding noise ({verdict.noise:.1e} of the derivative) is allowed on top of the tolerance")
     return text
 

@@ -306,7 +306,7 @@ def _forward_derivatives(fn: LayerFunction, tangents: Sequence[torch.Tensor | No
     """<w_k, jvp of output k> for every floating output, the inputs and parameters dual along
     ``tangents`` (one per slot; None leaves a tensor without tangent). Every call starts from
     the same state and random stream, like the differences."""
-    fn.subject.restore(fn.state)
+    fn.subject.rewind(fn.state)
     inputs = list(fn.inputs)
     offset = len(fn.input_slots)
     try:
@@ -330,7 +330,7 @@ def _forward_derivatives(fn: LayerFunction, tangents: Sequence[torch.Tensor | No
     except LayerRaised as exc:
         raise _no_forward_mode(exc, fn) from exc
     finally:
-        fn.subject.restore(fn.state)
+        fn.subject.rewind(fn.state)
 
 
 @contextlib.contextmanager

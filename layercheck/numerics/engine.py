@@ -71,7 +71,31 @@ CHUNKS = 16  # partial sums per output: samples for the noise estimate
 NOISE_SIGMAS = 6.0
 NOISE_SHARE = 0.1  # of the tolerance that rounding noise may use before the step grows
 EPS64 = torch.finfo(torch.float64).eps
+# Note [float32 islands] in precision.py: a layer that computes part of its float64 path in a
+# lower precision is differenced at a step where every rounding of that precision flips, so
+# that the noise estimate sees them all: eps^(1/3), the central difference's optimum (4.9e-3
+# for float32), capped so that float16 (0.1) does not step across the layer's curvature.
+ISLAND_STEP_LIMIT = 2e-2
+# Note [noise ceiling]: differences whose rounding noise would take more than this share of
+# the derivative's spread judge nothing; the check says so instead of allowing the noise.
+NOISE_CEILING = 0.05
+# Two evaluations at the same point differ by less than this (relative to the magnitude of
+# the terms) when the layer is a fixed function: on the CPU they are bit-identical.
+STABLE = 1e3 * EPS64
 KEPT_DIRECTIONS = 4
+
+
+class TooNoisy(Exception):
+    """The layer's rounding noise swamps finite differences at every usable step."""
+
+
+class Unstable(Exception):
+    """The layer gives another output at the same point on another evaluation: something it
+    reads was changed between calls. ``change``: the relative difference of the two."""
+
+    def __init__(self, change: float) -> None:
+        super().__init__(f"relative change {change:.2g}")
+        self.change = change
 
 
 class NotDifferentiable(Exception):
@@ -221,10 +245,13 @@ class FiniteDifferences(Generic[F_co]):
     that share an instance (through ``ctx.shared``) never evaluate a direction twice."""
 
     def __init__(self, fn: F_co, cotangents: Sequence[torch.Tensor], *, seed: int,
-                 outputs: Sequence[torch.Tensor] | None = None) -> None:
+                 outputs: Sequence[torch.Tensor] | None = None, precision: torch.dtype = torch.float64) -> None:
         """``outputs``: the floating outputs at the point, when a forward there has been run
-        already (the analytic pass runs the very same call: same state, stream and flags)."""
+        already (the analytic pass runs the very same call: same state, stream and flags).
+        ``precision``: the lowest precision the function computes in (Note [float32 islands]
+        in precision.py)."""
         self.fn = fn
+        self.precision = precision
         self.cotangents = [w.to(torch.float64) for w in cotangents]
         self.seed = seed
         self.scales = [_scale(v) for v in fn.point]
@@ -334,15 +361,37 @@ class FiniteDifferences(Generic[F_co]):
             noise = max(self.noise(refined=True), self.noise(step, refined=True, correlated=True))
         return _sigmas(noise, step)
 
+    @property
+    def start_step(self) -> float:
+        """BASE_STEP for a float64 function; for one that computes in a lower precision inside,
+        a step at which every rounding of that precision flips (ISLAND_STEP_LIMIT)."""
+        if self.precision == torch.float64:
+            return BASE_STEP
+        return min(torch.finfo(self.precision).eps ** (1 / 3), ISLAND_STEP_LIMIT)
+
     def step_for(self, spread: float, tolerance: float) -> float:
-        """The smallest step from BASE_STEP up at which rounding uses at most a tenth of the
+        """The smallest step from the start step up at which rounding uses at most a tenth of the
         tolerance. The cheap noise estimate decides when it is small enough; else the refined
-        one (two more evaluations) sets the step."""
+        one (two more evaluations) sets the step. A lower-precision function keeps its start
+        step: its noise there is measured honestly and bounded (Note [noise ceiling])."""
+        if self.start_step > BASE_STEP:
+            return self.start_step
         share = NOISE_SHARE * tolerance * spread
         if spread <= 0 or _sigmas(self.noise(), BASE_STEP) <= share:
             return BASE_STEP
         wanted = BASE_STEP * _sigmas(self.noise(refined=True), BASE_STEP) / share
         return min(max(BASE_STEP, wanted), MAX_STEP)
+
+    def check_stable(self) -> None:
+        """Raise Unstable when a fresh evaluation at the point differs from the base one: the
+        function changed between calls (a value modified in place, by the forward or by a
+        backward run before), which differences would otherwise take for rounding noise."""
+        base = self.base()
+        again = self._evaluate(self.fn.point)
+        magnitude = float(base.abs().sum())
+        change = float((again - base).abs().sum())
+        if not change <= STABLE * magnitude:  # NaN counts as a change
+            raise Unstable(change / magnitude if magnitude > 0 else math.inf)
 
     # -- comparing ---------------------------------------------------------------------------
 

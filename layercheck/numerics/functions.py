@@ -18,7 +18,7 @@ from layercheck.subject import Outputs, Subject, backward_nodes, seeded, user_tr
 class LayerFunction:
     """A layer as a fixed function of its floating inputs and learnable parameters.
 
-    Every evaluation starts from the same state (buffers restored) and the same random
+    Every evaluation starts from the same state (buffers and attributes rewound) and the same random
     stream (the subject reseeds each call), so dropout, running statistics and recurrent
     state do not change the function between evaluations.
     """
@@ -30,7 +30,7 @@ class LayerFunction:
         self.input_slots = [i for i, x in enumerate(self.inputs) if x.is_floating_point()]
         self.names = [f"input {i}" for i in self.input_slots] + [f"parameter {n!r}" for n, _ in self.parameters]
         self.point = [self.inputs[i] for i in self.input_slots] + [p.detach().clone() for _, p in self.parameters]
-        self.state = subject.snapshot()
+        self.state = subject.checkpoint()
 
     def __len__(self) -> int:
         return len(self.point)
@@ -42,7 +42,7 @@ class LayerFunction:
         tensors that stand for the slots (input leaves, then the parameters)."""
         values = self.point if values is None else values
         requires = [True] * len(self) if requires is None else list(requires)
-        self.subject.restore(self.state)
+        self.subject.rewind(self.state)
         inputs = list(self.inputs)
         leaves = []
         for slot, index in enumerate(self.input_slots):
@@ -69,7 +69,7 @@ class LayerFunction:
         with torch.no_grad():
             for (_, p), value in zip(self.parameters, self.point[len(self.input_slots):]):
                 p.copy_(value)
-        self.subject.restore(self.state)
+        self.subject.rewind(self.state)
 
     def gradient(self, cotangents: Sequence[torch.Tensor | None] | Callable[[list[torch.Tensor]], list[torch.Tensor]],
                  *, requires: Sequence[bool] | None = None,

@@ -12,11 +12,13 @@ import torch
 from layercheck.compare import ratio
 from layercheck.numerics.engine import (
     BASE_STEP,
+    NOISE_CEILING,
     Comparison,
     DifferentiableFunction,
     FiniteDifferences,
     Probe,
     Region,
+    TooNoisy,
 )
 
 # Tolerances on relative errors, per dtype of the analytic gradient (overridable per dtype
@@ -56,6 +58,8 @@ class Verdict:
     def worst(self) -> Comparison:
         return max(self.comparisons, key=lambda c: c.relative_error)
 
+    precision: torch.dtype = torch.float64  # the lowest precision the function computes in
+
     @property
     def precision_limited(self) -> bool:
         return self.step > BASE_STEP
@@ -74,6 +78,7 @@ class Verdict:
             "noise": self.noise,
             "directions": [c.to_dict() for c in self.comparisons],
             "retried_with_fresh_directions": self.retried,
+            "precision": str(self.precision).removeprefix("torch."),
         }
 
 
@@ -85,7 +90,12 @@ def judge(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.T
     (Note [kinks] in engine.py). Unless ``step`` is given, the step grows for layers that
     compute in lower precision (Note [precision] in engine.py)."""
     spread = fd.spread(Probe(0, BASE_STEP, slot, region), grads)
-    step = fd.step_for(spread, tolerance) if step is None else step
+    if step is None:
+        step = fd.step_for(spread, tolerance)
+        noise = ratio(fd.noise_bound(step), spread)
+        if spread > 0 and noise > NOISE_CEILING and slot is None and region is None:
+            raise TooNoisy(f"the layer's rounding noise takes {noise:.2g} of the derivative at the largest usable "
+                           f"step ({step:.0e}): finite differences cannot judge its gradient")
     first = [Probe(d, step, slot, region) for d in range(draws)]
 
     def compare(probe: Probe) -> Comparison:
@@ -103,5 +113,5 @@ def judge(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.T
             comparisons = comparisons + again
     passed = all(c.agrees for c in comparisons)
     noise = ratio(fd.noise_bound(step), comparisons[0].spread)
-    return Verdict(passed, comparisons, step, tolerance, noise, retried)
+    return Verdict(passed, comparisons, step, tolerance, noise, retried, fd.precision)
 
