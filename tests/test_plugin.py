@@ -1,13 +1,15 @@
-"""The pytest plugin: spec files collected as test items, run by pytest itself."""
+"""The pytest plugin: spec files collected as test items, each running its own check."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
 
+import layercheck
 from layercheck import runner
 from layercheck.spec import load_spec
 
@@ -23,6 +25,54 @@ class Layer(nn.Module):
         return x * 2 if self.training else x.mean(dim=7)
 '''
 
+LOGGED = '''
+from pathlib import Path
+from torch import nn
+
+class Layer(nn.Module):
+    """BROKEN, writing down each call's mode: which checks ran is seen from outside."""
+
+    def forward(self, x):
+        with open(Path(__file__).with_name("calls.log"), "a") as log:
+            log.write("train\\n" if self.training else "eval\\n")
+        return x * 2 if self.training else x.mean(dim=7)
+'''
+
+SLOW_BACKWARD = '''
+import time
+import torch
+from torch import nn
+
+class Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        time.sleep(SECONDS)  # an expensive hand-written backward: predict never calls it
+        return grad * 2
+
+class Layer(nn.Module):
+    def forward(self, x):
+        return Twice.apply(x)
+'''
+
+CANNOT_CONSTRUCT = '''
+from torch import nn
+
+class Layer(nn.Module):
+    def __init__(self):
+        raise ValueError("no weights file")
+'''
+
+
+@pytest.fixture(autouse=True)
+def children_import_this_layercheck(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest processes these tests start (xdist workers, subprocesses) import the layercheck under test."""
+    here = str(Path(layercheck.__file__).resolve().parent.parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])]))
+
 
 def spec_text(layer: str, layout: str = "4,3,5:BCU") -> str:
     return f"layer: {layer}\ninputs:\n  - layout: {layout}\n"
@@ -31,6 +81,24 @@ def spec_text(layer: str, layout: str = "4,3,5:BCU") -> str:
 def planned_names(path: Path) -> list[str]:
     plan = runner.plan_for(load_spec(path), runner.Options())
     return [f"{p.info.id}[{v}]" if v else p.info.id for p in plan for v in p.variants]
+
+
+def calls(folder: Path) -> list[str]:
+    """The modes of the LOGGED layer's calls so far (and forget them)."""
+    log = folder / "calls.log"
+    if not log.exists():
+        return []
+    lines = log.read_text().split()
+    log.unlink()
+    return lines
+
+
+def durations(output: str) -> dict[str, float]:
+    """Seconds per item (setup, call and teardown together) from ``--durations=0 --durations-min=0``."""
+    seconds: dict[str, float] = {}
+    for value, name in re.findall(r"^([0-9.]+)s (?:setup|call|teardown) +\S+::(\S+)$", output, flags=re.MULTILINE):
+        seconds[name] = seconds.get(name, 0.0) + float(value)
+    return seconds
 
 
 def cli_verdicts(path: Path) -> dict[str, str]:
@@ -54,17 +122,27 @@ def test_a_matching_spec_becomes_one_item_per_check(pytester: pytest.Pytester) -
 def test_failures_show_the_message_and_skips_their_reason(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(broken=BROKEN)
     pytester.makefile(".yaml", layercheck_broken=spec_text("broken.py:Layer"))
-    result = pytester.runpytest("-rfs")
+    result = pytester.runpytest("-rA")
     outcomes = result.parseoutcomes()
     assert outcomes["failed"] == 1 and outcomes["skipped"] >= 1 and result.ret == pytest.ExitCode.TESTS_FAILED
+    # The command line's failure block: the message, the layer's own lines, how to reproduce.
     result.stdout.fnmatch_lines([
         "*_ layercheck predict_runs of layercheck_broken.yaml _*",
         "predict raised IndexError: Dimension out of range*",
+        "",
+        '  File "*broken.py", line 5, in forward',
+        "    return x * 2 if self.training else x.mean(dim=7)",
+        "IndexError: Dimension out of range*",
+        "",
         "reproduce: layercheck run *layercheck_broken.yaml --check predict_runs --seed 0",
-        "FAILED layercheck_broken.yaml::predict_runs - Failed: predict raised*",
+        "*= PASSES =*",
+    ], consecutive=True)
+    result.stdout.fnmatch_lines([
+        "PASSED layercheck_broken.yaml::forward_runs",
         "SKIPPED [[]*[]] layercheck_broken.yaml:1: needs predict_runs, which failed",
+        "FAILED layercheck_broken.yaml::predict_runs - Failed: predict raised*",
     ])
-    assert "Traceback" not in result.stdout.str()
+    assert "Traceback" not in result.stdout.str() and "phase:" not in result.stdout.str()
 
 
 def test_a_layer_that_cannot_be_loaded_is_one_error_and_the_rest_still_runs(pytester: pytest.Pytester) -> None:
@@ -102,9 +180,52 @@ def test_the_ini_option_sets_the_patterns(pytester: pytest.Pytester) -> None:
     assert files == {"check_prelu.yml"}
 
 
-def test_keyword_selection_runs_only_the_selected_checks(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(broken=BROKEN)
-    path = pytester.makefile(".yaml", layercheck_broken=spec_text("broken.py:Layer"))
-    result = pytester.runpytest("-k", "forward_runs")
-    # predict_runs, which fails, is neither selected nor needed by forward_runs: it does not run.
-    result.assert_outcomes(passed=1, deselected=len(planned_names(path)) - 1)
+
+
+def test_keyword_selection_runs_the_selected_check_and_what_it_needs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(logged=LOGGED)
+    path = pytester.makefile(".yaml", layercheck_logged=spec_text("logged.py:Layer"))
+    result = pytester.runpytest("-k", "gradients")
+    result.assert_outcomes(passed=2, deselected=len(planned_names(path)) - 2)
+    # gradients needs forward_runs, backward_runs and backward_size: they ran (training calls);
+    # predict_runs, which fails, is neither selected nor needed: it did not run (no predict call).
+    modes = calls(pytester.path)
+    assert "train" in modes and "eval" not in modes
+
+
+def test_exitfirst_stops_at_the_first_failed_check(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(logged=LOGGED)
+    path = pytester.makefile(".yaml", layercheck_logged=spec_text("logged.py:Layer"))
+    everything = pytester.runpytest()
+    assert everything.parseoutcomes()["failed"] == 1 and "train" in calls(pytester.path)
+    first = pytester.runpytest("-x")
+    # predict_runs fails: nothing after it runs, so the training forward (forward_runs and
+    # everything after) is never called.
+    outcomes = first.parseoutcomes()
+    names = planned_names(path)
+    ran = sum(outcomes.get(outcome, 0) for outcome in ("passed", "failed", "skipped", "errors"))
+    assert outcomes["failed"] == 1 and ran == names.index("predict_runs") + 1 < len(names)
+    assert calls(pytester.path) == ["eval"]
+
+
+def test_durations_belong_to_the_checks_that_spend_them(pytester: pytest.Pytester) -> None:
+    seconds = 0.4
+    pytester.makepyfile(slow=SLOW_BACKWARD.replace("SECONDS", str(seconds)))
+    pytester.makefile(".yaml", layercheck_slow=spec_text("slow.py:Layer"))
+    result = pytester.runpytest("--durations=0", "--durations-min=0")
+    assert result.ret == pytest.ExitCode.OK
+    spent = durations(result.stdout.str())
+    # dtype[float64] runs a backward of its own (in float64: no shared float32 run serves it);
+    # the first item (which also constructs the layer) and predict_runs never call backward.
+    assert spent["dtype[float64]"] >= seconds
+    assert spent["signatures"] < seconds and spent["predict_runs"] < seconds
+
+
+def test_a_layer_that_cannot_be_constructed_errors_every_item(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(cannot=CANNOT_CONSTRUCT)
+    path = pytester.makefile(".yaml", layercheck_cannot=spec_text("cannot.py:Layer"))
+    result = pytester.runpytest("-rE")
+    result.assert_outcomes(errors=len(planned_names(path)))
+    reason = "the layer could not be checked: constructing Layer() raised ValueError: no weights file"
+    assert result.stdout.lines.count(reason) == len(planned_names(path))
+    result.stdout.fnmatch_lines(["ERROR layercheck_cannot.yaml::signatures - Failed: the layer could*"])
