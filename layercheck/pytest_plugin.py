@@ -3,7 +3,8 @@
 Spec files whose names match the ini option ``layercheck_patterns`` (default
 ``layercheck_*.yaml layercheck_*.yml``) become test items, one per check and variant, so
 ``pytest`` alone gates a layer library; ``pytest --layercheck`` collects every YAML file
-that is a spec (a mapping with ``layer`` and ``inputs``).
+that is a spec (a mapping with ``layer`` and ``inputs``), and a spec file named on the
+command line is collected whatever its name.
 
 Each item runs its own check, through the runner's :class:`~layercheck.runner.TargetRun`
 for its file: the check's prerequisites first (each run once per file and remembered, as
@@ -66,9 +67,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if file_path.suffix.lower() not in SPEC_SUFFIXES:
         return None
     patterns = parent.config.getini("layercheck_patterns")
-    if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns) or (
-        parent.config.getoption("layercheck") and _is_spec(file_path)
-    ):
+    if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
+        return SpecFile.from_parent(parent, path=file_path)
+    # pytest's own rule for test files: one named on the command line is collected whatever its name.
+    named = parent.session.isinitpath(file_path)
+    if (named or parent.config.getoption("layercheck")) and _is_spec(file_path):
         return SpecFile.from_parent(parent, path=file_path)
     return None
 

@@ -221,6 +221,20 @@ def test_durations_belong_to_the_checks_that_spend_them(pytester: pytest.Pyteste
     assert spent["signatures"] < seconds and spent["predict_runs"] < seconds
 
 
+def test_a_spec_named_on_the_command_line_is_collected_whatever_its_name(pytester: pytest.Pytester) -> None:
+    folder = pytester.mkdir("specs")
+    named = folder / "prelu.yaml"
+    named.write_text(spec_text(PRELU))
+    (folder / "settings.yaml").write_text("retries: 3\n")
+    result = pytester.runpytest("specs/prelu.yaml", "--collect-only", "-q")
+    collected = [line for line in result.stdout.lines if "::" in line]
+    assert collected == [f"specs/prelu.yaml::{name}" for name in planned_names(named)]
+    # Found by recursion from a folder, the file still needs a matching name (or --layercheck).
+    assert pytester.runpytest("specs", "--collect-only", "-q").ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    # A YAML file that is not a spec is left alone even when named.
+    assert pytester.runpytest("specs/settings.yaml", "--collect-only", "-q").ret != pytest.ExitCode.OK
+
+
 def test_a_layer_that_cannot_be_constructed_errors_every_item(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(cannot=CANNOT_CONSTRUCT)
     path = pytester.makefile(".yaml", layercheck_cannot=spec_text("cannot.py:Layer"))
