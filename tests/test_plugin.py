@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -99,6 +101,15 @@ def durations(output: str) -> dict[str, float]:
     for value, name in re.findall(r"^([0-9.]+)s (?:setup|call|teardown) +\S+::(\S+)$", output, flags=re.MULTILINE):
         seconds[name] = seconds.get(name, 0.0) + float(value)
     return seconds
+
+
+def junit_outcomes(path: Path) -> dict[str, str]:
+    """``{file::check: outcome}`` from a JUnit XML report pytest wrote."""
+    outcomes = {}
+    for case in ET.parse(path).iter("testcase"):
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        outcomes[f"{case.get('classname')}::{case.get('name')}"] = kinds[0] if kinds else "passed"
+    return outcomes
 
 
 def cli_verdicts(path: Path) -> dict[str, str]:
@@ -243,3 +254,20 @@ def test_a_layer_that_cannot_be_constructed_errors_every_item(pytester: pytest.P
     reason = "the layer could not be checked: constructing Layer() raised ValueError: no weights file"
     assert result.stdout.lines.count(reason) == len(planned_names(path))
     result.stdout.fnmatch_lines(["ERROR layercheck_cannot.yaml::signatures - Failed: the layer could*"])
+
+
+def test_xdist_workers_give_the_verdicts_of_a_serial_run(pytester: pytest.Pytester) -> None:
+    if importlib.util.find_spec("xdist") is None:
+        pytest.skip("pytest-xdist is not installed (pip install pytest-xdist, or the test extra)")
+    pytester.makepyfile(broken=BROKEN, cannot=CANNOT_CONSTRUCT)
+    pytester.makefile(".yaml", layercheck_prelu=spec_text(PRELU), layercheck_broken=spec_text("broken.py:Layer"),
+                      layercheck_missing=spec_text("nowhere.py:Layer"),
+                      layercheck_cannot=spec_text("cannot.py:Layer"))
+    serial = pytester.runpytest("-n", "0", "--junitxml=serial.xml")
+    parallel = pytester.runpytest("-n", "2", "-v", "--junitxml=parallel.xml")
+    assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
+    assert parallel.parseoutcomes() == serial.parseoutcomes()
+    expected = junit_outcomes(pytester.path / "serial.xml")
+    assert junit_outcomes(pytester.path / "parallel.xml") == expected
+    assert {"passed", "failure", "error", "skipped"} <= set(expected.values()) and len(expected) > 40
+    assert "[gw0]" in parallel.stdout.str() and "[gw1]" in parallel.stdout.str()  # both workers checked
