@@ -22,6 +22,7 @@ from layercheck.loading import TargetNotFound, resolve
 from layercheck.reporting import console as console_report
 from layercheck.reporting import registry as reporters
 from layercheck.result import ExitCode, Report
+from layercheck.shards import Shard
 from layercheck.spec import (
     TargetSpec,
     find_specs,
@@ -78,12 +79,14 @@ def run(
     format: Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT", show_default=False, help=f"Report format: {', '.join(reporters.formats())} (default: the one --output's suffix names, else table).")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.", dir_okay=False)] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Check this many targets at once, in worker processes (0: one per CPU).")] = 1,
+    shard: Annotated[str | None, typer.Option("--shard", metavar="K/N", help="Check only the K-th of N shards of the targets (1-based), for CI matrix jobs: the targets sorted by name (spec path or layer reference), shard K takes the K-th, K+N-th, ... of them.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only failures and the summary line.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print whole messages and tracebacks.")] = False,
 ) -> None:
     """Check layers and exit 0 (all passed or skipped), 1 (a check failed or errored, or a
     layer could not be loaded) or 2 (invalid command line, spec or layout)."""
     fmt = _report_format(format, output)
+    part = Shard.parse(shard) if shard is not None else None
     layouts = [Layout.parse(text) for text in layout or []]
     args = [_yaml_value(text, "--arg") for text in arg or []]
     kwargs = dict(_keyword(text) for text in kwarg or [])
@@ -103,6 +106,10 @@ def run(
             runner.plan_for(spec, options)
         except UsageError as exc:
             raise UsageError(f"{spec.name}: checks: {exc}") from None
+    if part is not None:
+        everything, specs = len(specs), part.select(specs)
+        if not specs:
+            _stderr().print(f"shard {part} holds none of the {everything} target{'s' * (everything != 1)}: nothing checked", markup=False)
     out = Console(highlight=False, soft_wrap=False)
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
         report = workers.run_parallel(specs, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]

@@ -3,10 +3,22 @@
 Spec files whose names match the ini option ``layercheck_patterns`` (default
 ``layercheck_*.yaml layercheck_*.yml``) become test items, one per check and variant, so
 ``pytest`` alone gates a layer library; ``pytest --layercheck`` collects every YAML file
-that is a spec (a mapping with ``layer`` and ``inputs``). A failed check fails its item
-with the check's message and details, a check that could not complete (or a layer that
-cannot be loaded) is an error, a skipped check is skipped with its reason. The layer is checked once per spec file, when its first item
-runs; with ``-k``/``-m`` only the selected checks (and what they need) run.
+that is a spec (a mapping with ``layer`` and ``inputs``), and a spec file named on the
+command line is collected whatever its name.
+
+Each item runs its own check, through the runner's :class:`~layercheck.runner.TargetRun`
+for its file: the check's prerequisites first (each run once per file and remembered, as
+are the runs of the layer that checks share), then the check. So ``-k gradients`` runs the
+gradient check and what it needs, ``-x`` stops after the first failed check, and
+``--durations`` charges each check's time to its own item (the layer's construction to the
+first item of its file). A failed check fails its item with the check's message and the
+command that reproduces it; a check that could not complete, or a layer that cannot be
+loaded or constructed, is an error; a skipped check is skipped with its reason.
+
+The file's TargetRun lives from its first item's setup to its last item's teardown
+(pytest's setup of the file node), so a session holds the layers of one file at a time.
+Nothing is kept at module level: under pytest-xdist each worker collects the same items
+and builds its own TargetRun for the files whose items it gets.
 
 The module imports nothing heavy at start-up: pytest loads it in every session.
 """
@@ -20,7 +32,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from layercheck.result import CheckResult, RunReport
+    from layercheck.registry import CheckInfo, Planned
+    from layercheck.result import CheckResult
+    from layercheck.runner import TargetRun
     from layercheck.spec import TargetSpec
 
 DEFAULT_PATTERNS = ["layercheck_*.yaml", "layercheck_*.yml"]
@@ -53,19 +67,23 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if file_path.suffix.lower() not in SPEC_SUFFIXES:
         return None
     patterns = parent.config.getini("layercheck_patterns")
-    if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns) or (
-        parent.config.getoption("layercheck") and _is_spec(file_path)
-    ):
+    if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
+        return SpecFile.from_parent(parent, path=file_path)
+    # pytest's own rule for test files: one named on the command line is collected whatever its name.
+    named = parent.session.isinitpath(file_path)
+    if (named or parent.config.getoption("layercheck")) and _is_spec(file_path):
         return SpecFile.from_parent(parent, path=file_path)
     return None
 
 
 class SpecFile(pytest.File):
-    """One spec file: its items are the planned checks of its layer."""
+    """One spec file: its items are the planned checks of its layer, which share one TargetRun."""
 
-    spec: TargetSpec
-    _run: RunReport | None = None
-    _items = 0  # how many check items were collected
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec: TargetSpec | None = None
+        self.load_error: str | None = None  # the layer could not be imported: the file's one item says why
+        self.target_run: TargetRun | None = None  # set while the file's items run (setup to teardown)
 
     def collect(self) -> Any:
         from layercheck import runner
@@ -73,20 +91,43 @@ class SpecFile(pytest.File):
         from layercheck.spec import load_spec
 
         self.spec = load_spec(self.path)  # an invalid spec is a collection error naming file and key
-        options = runner.Options()
-        plan = runner.plan_for(self.spec, options)
+        plan = runner.plan_for(self.spec, runner.Options())
         try:
-            runner.make_target(self.spec, options)
+            runner.make_target(self.spec, runner.Options())
         except LoadError as exc:
             # A layer that cannot be imported is this file's error, not the session's: one item,
             # so that the other spec files (and the rest of the suite) still run.
-            yield LoadItem.from_parent(self, name="load", reason=str(exc))
+            self.load_error = str(exc)
+            yield LoadItem.from_parent(self, name="load", reason=self.load_error)
             return
         for planned in plan:
             for variant in planned.variants:
                 name = f"{planned.info.id}[{variant}]" if variant else planned.info.id
-                self._items += 1
-                yield CheckItem.from_parent(self, name=name, check=planned.info.id, variant=variant)
+                yield CheckItem.from_parent(self, name=name, planned=planned, variant=variant)
+
+    def setup(self) -> None:
+        """Construct the layer for this file's items (pytest runs this before the first of them
+        and, when it fails, fails every item of the file with the same error)."""
+        from layercheck import runner
+        from layercheck.errors import LoadError
+
+        assert self.spec is not None
+        if self.load_error is not None:
+            return  # its LoadItem reports it
+        options = runner.Options()
+        try:
+            target = runner.make_target(self.spec, options)
+        except LoadError as exc:
+            pytest.fail(f"the layer could not be loaded: {exc}", pytrace=False)
+        target_run = runner.TargetRun(target, runner.plan_for(self.spec, options), options=options,
+                                      tolerances=runner.tolerances_of(self.spec, options))
+        error = target_run.start()
+        if error is not None:
+            pytest.fail(f"the layer could not be checked: {error}", pytrace=False)
+        self.target_run = target_run
+
+    def teardown(self) -> None:
+        self.target_run = None  # the layer, its inputs and the shared runs go with it
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         from layercheck.errors import UsageError
@@ -95,52 +136,55 @@ class SpecFile(pytest.File):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 
-    def run_report(self) -> RunReport:
-        """Check the layer (once per file): every planned check, or only the selected ones."""
-        if self._run is None:
-            from layercheck import runner
-
-            selected = [item for item in self.session.items if isinstance(item, CheckItem) and item.parent is self]
-            only = () if len(selected) == self._items else tuple(dict.fromkeys(item.check for item in selected))
-            self._run = runner.run_spec(self.spec, runner.Options(only=only))
-        return self._run
-
 
 class CheckItem(pytest.Item):
     """One check (and variant) of a spec file's layer."""
 
     parent: SpecFile
 
-    def __init__(self, *, check: str, variant: str, **kwargs: Any) -> None:
+    def __init__(self, *, planned: Planned, variant: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.check = check
+        self.info: CheckInfo = planned.info
+        self.check = planned.info.id
         self.variant = variant
         self.add_marker("layercheck")
         self._result: CheckResult | None = None
 
     def setup(self) -> None:
-        """Errors and skips are settled here, so pytest reports them as ERROR and SKIPPED."""
-        from layercheck.reporting.details import result_text
+        """Run the check (after its prerequisites, unless they ran already). It runs here, not
+        in runtest, so that a check that could not complete is reported as an ERROR; a skip is
+        settled here too, a failure in runtest."""
         from layercheck.result import Status
 
-        run = self.parent.run_report()
-        if run.error is not None:
-            pytest.fail(f"{run.target} could not be checked: {run.error}", pytrace=False)
-        found = [r for r in run.results if r.check == self.check and r.variant == self.variant]
-        if not found:
-            pytest.fail(f"{self.name} did not run (it is not in the plan of {run.target})", pytrace=False)
-        result = self._result = found[0]
+        assert self.parent.target_run is not None  # the file's setup ran, or raised
+        result = self._result = self.parent.target_run.result(self.info, self.variant)
         if result.status is Status.SKIPPED:
             _skip(result.message)
         if result.status is Status.ERROR:
-            pytest.fail(result_text(result), pytrace=False)
+            pytest.fail(self._failure_text(result), pytrace=False)
 
     def runtest(self) -> None:
-        from layercheck.reporting.details import result_text
         from layercheck.result import Status
 
         if self._result is not None and self._result.status is Status.FAILED:
-            pytest.fail(result_text(self._result), pytrace=False)
+            pytest.fail(self._failure_text(self._result), pytrace=False)
+
+    def teardown(self) -> None:
+        self._result = None
+
+    def _failure_text(self, result: CheckResult) -> str:
+        """As the command line's failure block: the message (the first line, which pytest's short
+        summary shows), the layer's traceback for a failure (for an error too with -v), and the
+        command that reproduces the check."""
+        from layercheck.result import Status
+
+        lines = [result.message]
+        trace = result.details.get("traceback")
+        if trace and (result.status is Status.FAILED or self.config.option.verbose > 0):
+            lines += ["", str(trace).rstrip("\n")]
+        if "reproduce" in result.details:
+            lines += ["", f"reproduce: {result.details['reproduce']}"]
+        return "\n".join(lines)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"layercheck {self.name} of {self.path.name}"

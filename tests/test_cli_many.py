@@ -106,3 +106,43 @@ def test_an_invalid_spec_among_many_exits_2_before_anything_runs(specs: dict[str
     assert result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
     assert str(bad) in line and "2 C labels" in line
+
+
+def test_the_shards_of_a_folder_check_every_target_exactly_once(tmp_path: Path) -> None:
+    folder = tmp_path / "specs"
+    (folder / "sub").mkdir(parents=True)
+    names = ["a.yaml", "b.yaml", "c.yaml", "sub/d.yaml", "z.yml"]
+    for name in names:
+        write_spec(folder, name, "torch.nn:Tanh", "4,3:BC")
+    shards = {}
+    for k in (1, 2, 3):
+        code, data = run_json(str(folder), "--shard", f"{k}/3", "--check", "signatures")
+        assert code == 0
+        shards[k] = [Path(run["target"]).relative_to(folder).as_posix() for run in data["runs"]]
+    assert sorted(name for shard in shards.values() for name in shard) == names  # the union is the folder, with no overlap
+    # sorted by name, shard K takes the K-th, K+3-th, ...
+    assert shards == {1: ["a.yaml", "sub/d.yaml"], 2: ["b.yaml", "z.yml"], 3: ["c.yaml"]}
+
+
+def test_a_shard_lists_its_targets_in_the_order_given(tmp_path: Path) -> None:
+    paths = [str(write_spec(tmp_path, name, "torch.nn:Tanh", "4,3:BC")) for name in ("c.yaml", "b.yaml", "a.yaml")]
+    code, data = run_json(*paths, "--shard", "1/2", "--check", "signatures")
+    assert code == 0 and [run["target"] for run in data["runs"]] == [paths[0], paths[2]]
+
+
+def test_an_empty_shard_checks_nothing_and_exits_0(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "only.yaml", "torch.nn:Tanh", "4,3:BC")
+    result = CliRunner().invoke(app, ["run", str(spec), "--shard", "2/2", "--format", "json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["runs"] == []
+    assert result.stderr.strip() == "shard 2/2 holds none of the 1 target: nothing checked"
+
+
+@pytest.mark.parametrize("value", ["0/3", "4/3", "1/0", "3", "a/3", "1.5/3", "-1/3", "1/2/3", ""])
+def test_a_bad_shard_exits_2_with_one_line(tmp_path: Path, value: str) -> None:
+    spec = write_spec(tmp_path, "only.yaml", "torch.nn:Tanh", "4,3:BC")
+    result = CliRunner().invoke(app, ["run", str(spec), "--shard", value])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"layercheck: error: --shard {value!r}: ") and "1 <= K <= N" in line
