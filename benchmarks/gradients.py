@@ -128,7 +128,8 @@ def run_suite(case: Case) -> float:
     return sum(r.seconds for r in report.results if r.check in GRADIENT_CHECKS)
 
 
-def run_gradcheck(f: Callable[..., torch.Tensor], tensors: tuple, function_cls: type, *, fast: bool) -> tuple[float, int, bool]:
+def run_gradcheck(f: Callable[..., torch.Tensor], tensors: tuple, function_cls: type, *,
+                  fast: bool) -> tuple[float, int, bool]:
     """(seconds, forward passes, passed)."""
     with counting(function_cls) as calls:
         start = time.perf_counter()
@@ -180,16 +181,17 @@ def main(argv: list[str] | None = None) -> None:
     print("-" * len(header))
     for case in cases:
         seconds, forwards, status = min((run_ours(case) for _ in range(args.repeat)), key=lambda r: r[0])
-        total = fastest(args.repeat, lambda: run_suite(case))[1]
+        total = fastest(args.repeat, lambda case=case: run_suite(case))[1]
         f, tensors = case.gradcheck_inputs()
         fast_s, fast_fw, fast_ok = min((run_gradcheck(f, tensors, case.function_cls, fast=True)
                                         for _ in range(args.repeat)), key=lambda r: r[0])
-        f_small, t_small = case.gradcheck_inputs([small] + case.layouts[1:])
+        f_small, t_small = case.gradcheck_inputs([small, *case.layouts[1:]])
         slow_s, slow_fw, slow_ok = run_gradcheck(f_small, t_small, case.function_cls, fast=False)
         ratio = elements / small_elements
         print(f"{case.name:14} | {seconds:6.2f} s {forwards:5d} fwd {status:>6} | "
               f"{fast_s:6.2f} s {fast_fw:5d} fwd {'passed' if fast_ok else 'failed':>6} | "
-              f"{slow_s * ratio * ratio / 3600:9.1f} h {slow_fw * ratio:12.3g} fwd {'passed' if slow_ok else 'failed':>6} | "
+              f"{slow_s * ratio * ratio / 3600:9.1f} h {slow_fw * ratio:12.3g} fwd "
+              f"{'passed' if slow_ok else 'failed':>6} | "
               f"{total:5.2f} s {total / unit:5.1f} F+B")
     print()
     print("A backward wrong only where x > 2.5 (tests/zoo/gradients_region_bug.py), SReLU at", full)
@@ -199,7 +201,8 @@ def main(argv: list[str] | None = None) -> None:
     fast_s, _, fast_ok = run_gradcheck(f, tensors, bug_case.function_cls, fast=True)
     f_small, t_small = bug_case.gradcheck_inputs([small])
     slow_s, _, slow_ok = run_gradcheck(f_small, t_small, bug_case.function_cls, fast=False)
-    print(f"  layercheck gradients: {'caught' if status == 'failed' else 'MISSED'} ({seconds:.2f} s with the diagnosis)")
+    verdict = "caught" if status == "failed" else "MISSED"
+    print(f"  layercheck gradients: {verdict} ({seconds:.2f} s with the diagnosis)")
     print(f"  gradcheck fast mode:  {'MISSED' if fast_ok else 'caught'} ({fast_s:.2f} s)")
     print(f"  gradcheck slow mode:  {'MISSED' if slow_ok else 'caught'} at {small} ({slow_s:.2f} s; "
           f"about {slow_s * (elements / small_elements) ** 2 / 3600:.0f} h at full size)")

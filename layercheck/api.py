@@ -83,7 +83,7 @@ def failure_message(report: Report) -> str:
     if problems:
         s = report.summary
         lines.insert(0, f"layer is invalid: {s['failed']} check(s) failed, {s['error']} ended in an error")
-    for run, result in problems:
+    for _, result in problems:
         lines.append(f"  {label(result)} {result.status.value}: {result.message}")
         if "reproduce" in result.details:
             lines.append(f"    reproduce: {result.details['reproduce']}")

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 import yaml
@@ -66,18 +66,18 @@ def _usage_errors(fn: F) -> F:
 @_usage_errors
 def run(
     targets: Annotated[list[str], typer.Argument(help="Spec files, folders of specs, or layers (file.py[:Class], module:Class).", show_default=False)],
-    layout: Annotated[Optional[list[str]], typer.Option("--layout", "-l", help="Layout of one input, SIZES:FORMAT (repeat per input) for a layer target.")] = None,
-    arg: Annotated[Optional[list[str]], typer.Option("--arg", help="Positional constructor argument for a layer target (YAML value; repeatable).")] = None,
-    kwarg: Annotated[Optional[list[str]], typer.Option("--kwarg", help="Keyword constructor argument NAME=VALUE for a layer target (repeatable).")] = None,
-    check: Annotated[Optional[list[str]], typer.Option("--check", "-c", help="Run only this check (and what it needs); repeatable.")] = None,
-    skip: Annotated[Optional[list[str]], typer.Option("--skip", "-s", help="Do not run this check (ID or ID:VARIANT); repeatable.")] = None,
-    enable: Annotated[Optional[list[str]], typer.Option("--enable", "-e", help="Also run this opt-in check (ID or ID:VARIANT); repeatable.")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", min=0, help="Seed for generated inputs and random streams (default: the spec's, else 0).")] = None,
-    device: Annotated[Optional[list[str]], typer.Option("--device", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
-    tolerance: Annotated[Optional[list[str]], typer.Option("--tolerance", help="Tolerance override CHECK.DTYPE=VALUE, e.g. needs_input_grad.float32=1e-2 (a bare DTYPE=VALUE is the gradient check's); `layercheck checks ID` lists a check's tolerances.")] = None,
+    layout: Annotated[list[str] | None, typer.Option("--layout", "-l", help="Layout of one input, SIZES:FORMAT (repeat per input) for a layer target.")] = None,
+    arg: Annotated[list[str] | None, typer.Option("--arg", help="Positional constructor argument for a layer target (YAML value; repeatable).")] = None,
+    kwarg: Annotated[list[str] | None, typer.Option("--kwarg", help="Keyword constructor argument NAME=VALUE for a layer target (repeatable).")] = None,
+    check: Annotated[list[str] | None, typer.Option("--check", "-c", help="Run only this check (and what it needs); repeatable.")] = None,
+    skip: Annotated[list[str] | None, typer.Option("--skip", "-s", help="Do not run this check (ID or ID:VARIANT); repeatable.")] = None,
+    enable: Annotated[list[str] | None, typer.Option("--enable", "-e", help="Also run this opt-in check (ID or ID:VARIANT); repeatable.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", min=0, help="Seed for generated inputs and random streams (default: the spec's, else 0).")] = None,
+    device: Annotated[list[str] | None, typer.Option("--device", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
+    tolerance: Annotated[list[str] | None, typer.Option("--tolerance", help="Tolerance override CHECK.DTYPE=VALUE, e.g. needs_input_grad.float32=1e-2 (a bare DTYPE=VALUE is the gradient check's); `layercheck checks ID` lists a check's tolerances.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="Time limit per check in seconds (0: none).")] = runner.DEFAULT_TIMEOUT,
     format: Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT", show_default=False, help=f"Report format: {', '.join(reporters.formats())} (default: the one --output's suffix names, else table).")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.", dir_okay=False)] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.", dir_okay=False)] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Check this many targets at once, in worker processes (0: one per CPU).")] = 1,
     shard: Annotated[str | None, typer.Option("--shard", metavar="K/N", help="Check only the K-th of N shards of the targets (1-based), for CI matrix jobs: the targets sorted by name (spec path or layer reference), shard K takes the K-th, K+N-th, ... of them.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only failures and the summary line.")] = False,
@@ -120,7 +120,7 @@ def run(
 @app.command("checks")
 @_usage_errors
 def checks_command(
-    check_id: Annotated[Optional[str], typer.Argument(help="Show the documentation of this check.", show_default=False)] = None,
+    check_id: Annotated[str | None, typer.Argument(help="Show the documentation of this check.", show_default=False)] = None,
 ) -> None:
     """List the checks: id, title, MATLAB counterpart, default or opt-in."""
     out = Console(highlight=False)
@@ -158,7 +158,7 @@ def checks_command(
 def init_command(
     name: Annotated[str, typer.Argument(help="Layer file to write, without .py: NAME.py and NAME.yaml (a path such as layers/mylayer works).", show_default=False)],
     layout: Annotated[str, typer.Option("--layout", "-l", help="Layout of the layer's input, written into the spec.")] = scaffold.DEFAULT_LAYOUT,
-    class_name: Annotated[Optional[str], typer.Option("--class-name", help="Name of the layer class (default: NAME in CamelCase).")] = None,
+    class_name: Annotated[str | None, typer.Option("--class-name", help="Name of the layer class (default: NAME in CamelCase).")] = None,
 ) -> None:
     """Write a commented layer template NAME.py and its spec NAME.yaml; never overwrites."""
     layer_file, spec_file = scaffold.write(Path(name), layout=Layout.parse(layout), class_name=class_name)

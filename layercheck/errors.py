@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 
 class UsageError(ValueError):
@@ -40,7 +41,7 @@ class CheckFailed(AssertionError):
     property (a size, a dtype, one tensor without a gradient) is not blocking: checks that
     need this one still run, and the report of a broken layer differs from a correct one's."""
 
-    def __init__(self, message: str, *, blocking: bool = False, **details: object) -> None:
+    def __init__(self, message: str, *, blocking: bool = False, **details: Any) -> None:
         super().__init__(message)
         self.message = message
         self.blocking = blocking
@@ -68,7 +69,7 @@ class CheckTimeout(BaseException):
 
 
 def layer_failure(exc: LayerRaised, what: str = "", *, hint: str = "", blocking: bool = False,
-                  **details: object) -> CheckFailed:
+                  **details: Any) -> CheckFailed:
     """The layer's exception as this check's failure: ``"{what}, {phase} raised X: ...{hint}"``,
     with the phase and the layer's own traceback in the details."""
     prefix = f"{what}, " if what else ""
@@ -76,7 +77,7 @@ def layer_failure(exc: LayerRaised, what: str = "", *, hint: str = "", blocking:
 
 
 @contextlib.contextmanager
-def failing(what: str = "", *, hint: str = "", **details: object) -> Iterator[None]:
+def failing(what: str = "", *, hint: str = "", **details: Any) -> Iterator[None]:
     """Inside the block, the layer raising is this check's failure (see :func:`layer_failure`)."""
     try:
         yield

@@ -56,7 +56,7 @@ def user_trace(exc: BaseException, limit: int = 4) -> str:
     """The traceback frames that belong to the user's code, then the exception."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if is_user_file(f.filename)][-limit:]
     lines = [f'  File "{f.filename}", line {f.lineno}, in {f.name}\n    {f.line}' for f in frames]
-    return "\n".join(lines + [f"{type(exc).__name__}: {exc}"])
+    return "\n".join([*lines, f"{type(exc).__name__}: {exc}"])
 
 
 def chain(exc: BaseException) -> list[BaseException]:

@@ -97,7 +97,7 @@ def _check_sizes(size: Iterable[object], where: object) -> tuple[int, ...]:
             raise LayoutError(f'"{_show(where)}": size {v} must be a positive integer')
     if not values:
         raise LayoutError(f'"{_show(where)}": a layout needs at least one dimension')
-    return values
+    return tuple(int(v) for v in values)  # type: ignore[call-overload]  # each checked an int above
 
 
 def _check_format(labels: object, count: int, where: object) -> str:

@@ -117,13 +117,14 @@ def _only_candidate(module: object, reference: str) -> type:
     if not found:
         raise TargetNotFound(f"{reference}: defines no torch.nn.Module or torch.autograd.Function subclass")
     names = ", ".join(c.__name__ for c in found)
-    raise TargetNotFound(f"{reference}: holds several layer classes ({names}); name one, e.g. {reference}:{found[0].__name__}")
+    raise TargetNotFound(f"{reference}: holds several layer classes ({names}); "
+                         f"name one, e.g. {reference}:{found[0].__name__}")
 
 
 def _describe(exc: BaseException, path: Path | None = None) -> str:
     """Exception type and message, plus the innermost frame in the user's file."""
     text = f"{type(exc).__name__}: {exc}"
-    frames = traceback.extract_tb(exc.__traceback__)
+    frames: list[traceback.FrameSummary] = list(traceback.extract_tb(exc.__traceback__))
     if path is not None:
         frames = [f for f in frames if Path(f.filename).resolve() == path]
     if frames:

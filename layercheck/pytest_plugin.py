@@ -211,7 +211,7 @@ class LoadItem(pytest.Item):
 def _skip(reason: str) -> None:
     """Skip, reported at the spec file rather than at this plugin's line."""
     try:
-        skipped = pytest.skip.Exception(reason, _use_item_location=True)  # type: ignore[call-arg]
+        skipped = pytest.skip.Exception(reason, _use_item_location=True)
     except TypeError:  # a pytest without item locations for skips
         skipped = pytest.skip.Exception(reason)
     raise skipped

@@ -216,7 +216,8 @@ def parse_selector(text: str) -> tuple[str, str | None]:
         known = info.variants + info.optional_variants
         if variant not in known:
             raise UsageError(
-                f"check {info.id!r} has no variant {variant!r}; its variants: {', '.join(v for v in known if v) or 'none'}"
+                f"check {info.id!r} has no variant {variant!r}; "
+                f"its variants: {', '.join(v for v in known if v) or 'none'}"
             )
         return info.id, variant
     return info.id, None

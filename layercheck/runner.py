@@ -68,11 +68,12 @@ def seed_of(spec: TargetSpec, options: Options) -> int:
 
 def invocation_of(spec: TargetSpec, options: Options) -> Invocation:
     """How the user named this target and what they gave beside it."""
-    common = {"seed": seed_of(spec, options), "tolerance": dict(options.tolerance), "devices": options.devices,
-              "enable": options.enable}
+    seed, tolerance = seed_of(spec, options), dict(options.tolerance)
     if spec.source is not None:
-        return Invocation(str(spec.source), spec=True, **common)
-    return Invocation(spec.layer, layouts=spec.layouts, args=spec.args, kwargs=dict(spec.kwargs), **common)
+        return Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance, devices=options.devices,
+                          enable=options.enable)
+    return Invocation(spec.layer, layouts=spec.layouts, args=spec.args, kwargs=dict(spec.kwargs), seed=seed,
+                      tolerance=tolerance, devices=options.devices, enable=options.enable)
 
 
 def make_target(spec: TargetSpec, options: Options) -> Target:
@@ -265,6 +266,7 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     def _expired(signum: int, frame: object) -> None:
         raise CheckTimeout(f"the check ran past its time limit of {seconds:g} s (does the layer hang?)")
 
+    assert seconds is not None
     previous = signal.signal(signal.SIGALRM, _expired)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:

@@ -236,10 +236,11 @@ def comparable(run: Run, other: Run) -> tuple[list[str], list[torch.Tensor], lis
             mine.append(grad)
             theirs.append(grads[name])  # type: ignore[arg-type]
     for name, value in run.state.items():
-        if value is not None and other.state.get(name) is not None and value.shape == other.state[name].shape:
+        theirs_value = other.state.get(name)
+        if value is not None and theirs_value is not None and value.shape == theirs_value.shape:
             names.append(f"state {name!r}")
             mine.append(value)
-            theirs.append(other.state[name])  # type: ignore[arg-type]
+            theirs.append(theirs_value)
     return names, mine, theirs
 
 

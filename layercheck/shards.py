@@ -31,7 +31,8 @@ class Shard:
             raise UsageError(f"--shard {text!r}: expected K/N, two integers with 1 <= K <= N, e.g. --shard 1/3")
         index, count = int(match.group(1)), int(match.group(2))
         if not 1 <= index <= count:
-            raise UsageError(f"--shard {text!r}: K must be between 1 and N (1 <= K <= N), e.g. --shard 1/{max(count, 1)}")
+            raise UsageError(f"--shard {text!r}: K must be between 1 and N (1 <= K <= N), "
+                             f"e.g. --shard 1/{max(count, 1)}")
         return cls(index, count)
 
     def select(self, specs: Sequence[TargetSpec]) -> list[TargetSpec]:

@@ -113,7 +113,7 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
     )
 
 
-def parse_tolerance(data: Mapping[object, object], where: str) -> dict[str, float]:
+def parse_tolerance(data: Mapping[Any, object], where: str) -> dict[str, float]:
     """Tolerance overrides ``{CHECK.DTYPE: value}``, or ``{DTYPE: value}`` for the gradient
     check: ``{gradients.float32: 1e-3, needs_input_grad.float32: 1e-2, float64: 1e-5}``.
     Values are numbers; a string that reads as one counts (YAML 1.1 reads ``1e-5``, without a
@@ -167,7 +167,8 @@ def _parse_input(item: object, where: str, key: str) -> Layout:
             if not isinstance(size, list):
                 raise SpecError(f"{where}: {key}.layout.size: expected a list of positive integers, got {_kind(size)}")
             if not isinstance(fmt, str):
-                raise SpecError(f"{where}: {key}.layout.format: expected a string of labels like SSCB, got {_kind(fmt)}")
+                raise SpecError(f"{where}: {key}.layout.format: expected a string of labels like SSCB, "
+                                f"got {_kind(fmt)}")
             return Layout(size=tuple(size), format=fmt)
     except LayoutError as exc:
         raise SpecError(f"{where}: {key}.layout: {exc}") from None
@@ -186,7 +187,7 @@ def _expect(data: Mapping[str, Any], key: str, kind: type, where: str, what: str
             return kw["default"]
         return None
     value = data[key]
-    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+    if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
         raise SpecError(f"{where}: {key}: expected {what}, got {_kind(value)}")
     return value
 
@@ -203,6 +204,8 @@ def _id_list(checks: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]
 def _kind(value: object) -> str:
     if value is None:
         return "nothing"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+             float: "a number"}
+    return names.get(
         type(value), type(value).__name__
     ) + ("" if isinstance(value, (dict, list)) or value is None else f" ({value!r})")

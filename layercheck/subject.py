@@ -12,7 +12,7 @@ import contextlib
 import copy
 import enum
 import inspect
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,11 +160,12 @@ class Subject:
         the target's seed by default) so that dropout-like layers are a fixed function."""
         if grad is None:
             grad = mode is Mode.FORWARD
+        fn: Callable[..., Any]
         if self.module is not None:
             self.module.train(mode is Mode.FORWARD)
-            fn = self.module.predict if mode is Mode.PREDICT and self.has_predict else self.module
+            fn = self.module.predict if mode is Mode.PREDICT and self.has_predict else self.module  # type: ignore[assignment]
         else:
-            fn = self.target.cls.apply
+            fn = self.target.cls.apply  # type: ignore[attr-defined]  # an autograd.Function subclass
         seed = self.target.seed if rng_seed is None else rng_seed
         with seeded(seed, self.device), torch.set_grad_enabled(grad):
             try:
@@ -369,7 +370,7 @@ def backward_nodes(outputs: Sequence[torch.Tensor], limit: int = 100_000) -> Ite
             continue
         seen.add(id(node))
         yield node
-        stack.extend(fn for fn, _ in node.next_functions)
+        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
 
 
 def custom_backward_nodes(outputs: Sequence[torch.Tensor], limit: int = 100_000) -> list[str]:

@@ -164,6 +164,7 @@ def test_checks_lists_the_catalogue_and_documents_one() -> None:
     assert invoke("checks", "nope").exit_code == 2
 
 
+@pytest.mark.slow
 def test_python_dash_m_works_like_the_command(root: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "layercheck", "run", *SMALL_PRELU, "--check", "signatures"],
                           capture_output=True, text=True, cwd=root, timeout=120)

@@ -73,6 +73,7 @@ def test_a_missing_layer_file_is_an_error_run_and_the_others_still_run(specs: di
     assert data["summary"]["passed"] == good["summary"]["passed"] > 0
 
 
+@pytest.mark.slow
 def test_jobs_gives_the_verdicts_of_a_serial_run(specs: dict[str, Path]) -> None:
     targets = [str(specs[name]) for name in ("prelu", "broken", "srelu", "missing", "function")]
     serial_code, serial = run_json(*targets)
@@ -119,7 +120,8 @@ def test_the_shards_of_a_folder_check_every_target_exactly_once(tmp_path: Path) 
         code, data = run_json(str(folder), "--shard", f"{k}/3", "--check", "signatures")
         assert code == 0
         shards[k] = [Path(run["target"]).relative_to(folder).as_posix() for run in data["runs"]]
-    assert sorted(name for shard in shards.values() for name in shard) == names  # the union is the folder, with no overlap
+    # the union is the folder, with no overlap
+    assert sorted(name for shard in shards.values() for name in shard) == names
     # sorted by name, shard K takes the K-th, K+3-th, ...
     assert shards == {1: ["a.yaml", "sub/d.yaml"], 2: ["b.yaml", "z.yml"], 3: ["c.yaml"]}
 

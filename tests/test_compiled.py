@@ -62,6 +62,7 @@ def test_export_and_compile_are_opt_in_and_name_their_matlab_counterparts() -> N
 # -- the bundled layers pass both ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bundled_srelu_module_and_operation_export_and_compile(tmp_path: Path) -> None:
     """SReLU's forward calls an autograd.Function with a hand-written backward: non-strict
     export traces through its forward, TorchDynamo through forward and backward."""

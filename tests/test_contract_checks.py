@@ -128,7 +128,8 @@ def test_tf32_is_off_inside_the_comparison_and_restored_after() -> None:
 
 @pytest.mark.parametrize(("layer", "layout", "phrase"), [
     (nn.BatchNorm2d(3), "4,3,5,5:BCSS",
-     "the state changes in forward (running_mean, running_var, num_batches_tracked) but the layer defines no reset_state"),
+     "the state changes in forward (running_mean, running_var, num_batches_tracked) "
+     "but the layer defines no reset_state"),
     (nn.Linear(5, 2), "4,5:BC", "the layer has no state (no buffers) and no reset_state"),
 ])
 def test_reset_state_skips_with_a_reason(layer: nn.Module, layout: str, phrase: str) -> None:
@@ -273,7 +274,8 @@ class ClampsThroughData(nn.Module):
 def test_input_unchanged_catches_writes_autograd_does_not_see() -> None:
     r = result(run(ClampsThroughData, "4,3:BC", checks=("input_unchanged",)), "input_unchanged")
     assert r.status is Status.FAILED
-    assert "the layer wrote into its input during forward (grad on): input 0: at index (0, 2) -2.17879 became -1" in r.message
+    expected = "the layer wrote into its input during forward (grad on): input 0: at index (0, 2) -2.17879 became -1"
+    assert expected in r.message
 
 
 def test_state_dict_round_trip_of_a_given_instance() -> None:
@@ -356,6 +358,7 @@ def test_catalogue_lists_the_contract_checks_with_matlab_counterparts(monkeypatc
         assert get(cid).default and get(cid).doc
 
 
+@pytest.mark.slow
 def test_benchmark_prints_the_ratio() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--layout", "4,4,3,6:SSCB",
                            "--repeat", "1", "--threads", "1"], capture_output=True, text=True, timeout=120)

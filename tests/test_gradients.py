@@ -56,6 +56,7 @@ def test_bundled_layers_pass_every_gradient_check(name: str, layouts: list[str])
     assert "returned" in found["backward_size"][1] and "before autograd" in found["backward_size"][1]
 
 
+@pytest.mark.slow
 def test_full_size_srelu_passes_and_a_bug_on_under_one_percent_is_caught() -> None:
     """The bundled SReLU at MATLAB's 24,24,20,128 (1.5 million elements), then the same layer
     with a backward wrong only where x > 2.5 (0.6% of the elements)."""
@@ -71,7 +72,8 @@ def test_full_size_srelu_passes_and_a_bug_on_under_one_percent_is_caught() -> No
 
 def test_failure_report_names_tensor_numbers_tolerance_and_reproduce_command(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
-    result = runner.invoke(app, ["run", str(ROOT / "tests/zoo/gradients_wrong_sign.py") + ":AffineLayer", "--layout", "5,4:BC",
+    layer = str(ROOT / "tests/zoo/gradients_wrong_sign.py") + ":AffineLayer"
+    result = runner.invoke(app, ["run", layer, "--layout", "5,4:BC",
                                  "--check", "gradients", "--seed", "3", "--format", "json", "--output", str(out)])
     assert result.exit_code == 1, result.output
     report = json.loads(out.read_text())
@@ -89,7 +91,7 @@ def test_failure_report_names_tensor_numbers_tolerance_and_reproduce_command(tmp
 
 def test_swapped_parameter_gradients_name_both_tensors() -> None:
     found = results(run_zoo("gradients_swapped_outputs", only=("gradients",)))
-    status, message, details = found["gradients[float64]"]
+    status, _message, details = found["gradients[float64]"]
     assert status == "failed"
     assert [w["tensor"] for w in details["wrong"]] == ["input 2", "input 3"]
     assert details["agree"] == ["input 0", "input 1", "input 4"]
@@ -115,7 +117,8 @@ def test_tolerance_override_from_the_command_line_and_the_spec(tmp_path: Path) -
 
 def test_same_seed_same_result_other_seed_other_directions() -> None:
     def numbers(seed: int) -> list[float]:
-        details = results(run(bundled("srelu"), "4,5,3,2:SSCB", seed=seed, only=("gradients",)))["gradients[float64]"][2]
+        found = results(run(bundled("srelu"), "4,5,3,2:SSCB", seed=seed, only=("gradients",)))
+        details = found["gradients[float64]"][2]
         return [d["numeric"] for d in details["directions"]]
 
     assert numbers(5) == numbers(5)
@@ -154,7 +157,8 @@ def test_needs_input_grad_varies_each_operation_input_and_names_the_pattern() ->
     _, _, details = results(run_zoo("good_grad_function", only=("needs_input_grad",)))["needs_input_grad"]
     assert "with input 1 not requiring grad" in details["patterns"]
     assert "with only input 2 requiring grad" in details["patterns"]
-    status, message, details = results(run_zoo("needs_input_grad_packed", only=("needs_input_grad",)))["needs_input_grad"]
+    found = results(run_zoo("needs_input_grad_packed", only=("needs_input_grad",)))
+    status, message, details = found["needs_input_grad"]
     assert status == "failed" and message.startswith("with ")
     assert details["relative_difference"] > details["tolerance"]
 

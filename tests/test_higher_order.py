@@ -97,7 +97,7 @@ def test_once_differentiable_backward_fails_gradgrad_with_the_reason() -> None:
 
 
 def test_missing_jvp_fails_forward_ad_and_says_the_function_needs_one() -> None:
-    status, message, details = outcome(run_zoo("forward_ad_missing_jvp", only=("forward_ad",)), "forward_ad")
+    status, message, _details = outcome(run_zoo("forward_ad_missing_jvp", only=("forward_ad",)), "forward_ad")
     assert status == "failed"
     assert "NoJvpSwishFunction (torch.autograd.Function) needs a jvp" in message
     assert "ctx.save_for_forward" in message

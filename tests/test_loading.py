@@ -46,7 +46,7 @@ def test_missing_file_module_and_class(tmp_path: Path, root: Path) -> None:
 
 
 def test_not_a_layer_class() -> None:
-    with pytest.raises(LoadError, match="not a torch.nn.Module or torch.autograd.Function"):
+    with pytest.raises(LoadError, match=r"not a torch\.nn\.Module or torch\.autograd\.Function"):
         resolve("torch:Tensor")
 
 
@@ -60,7 +60,8 @@ def test_import_error_in_user_file_names_the_line(tmp_path: Path) -> None:
 def test_file_may_import_its_siblings(tmp_path: Path) -> None:
     (tmp_path / "helper_mod_xyz.py").write_text("SCALE = 3\n")
     (tmp_path / "uses.py").write_text(
-        "from torch import nn\nfrom helper_mod_xyz import SCALE\nclass L(nn.Module):\n    def forward(self, x): return x * SCALE\n"
+        "from torch import nn\nfrom helper_mod_xyz import SCALE\n"
+        "class L(nn.Module):\n    def forward(self, x): return x * SCALE\n"
     )
     assert resolve("uses.py", base_dir=tmp_path).__name__ == "L"
 

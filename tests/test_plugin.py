@@ -220,6 +220,7 @@ def test_exitfirst_stops_at_the_first_failed_check(pytester: pytest.Pytester) ->
     assert calls(pytester.path) == ["eval"]
 
 
+@pytest.mark.slow
 def test_durations_belong_to_the_checks_that_spend_them(pytester: pytest.Pytester) -> None:
     seconds = 0.4
     pytester.makepyfile(slow=SLOW_BACKWARD.replace("SECONDS", str(seconds)))
@@ -257,6 +258,7 @@ def test_a_layer_that_cannot_be_constructed_errors_every_item(pytester: pytest.P
     result.stdout.fnmatch_lines(["ERROR layercheck_cannot.yaml::signatures - Failed: the layer could*"])
 
 
+@pytest.mark.slow
 def test_xdist_workers_give_the_verdicts_of_a_serial_run(pytester: pytest.Pytester) -> None:
     if importlib.util.find_spec("xdist") is None:
         pytest.skip("pytest-xdist is not installed (pip install pytest-xdist, or the test extra)")

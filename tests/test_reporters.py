@@ -69,7 +69,7 @@ def test_a_registered_format_is_a_format_everywhere(scratch_registry: None, tmp_
 def test_names_are_checked_and_registered_once(scratch_registry: None) -> None:
     with pytest.raises(ValueError, match="lowercase"):
         layercheck.reporter("My Format", title="x")
-    with pytest.raises(ValueError, match="must start with '.'"):
+    with pytest.raises(ValueError, match=r"must start with '\.'"):
         layercheck.reporter("mine", title="x", suffix="txt")
 
     def render(report: Report) -> str:
@@ -208,6 +208,7 @@ def _layercheck(plugin: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, timeout=180, env=_env(plugin))
 
 
+@pytest.mark.slow
 def test_a_third_party_format_from_an_entry_point(plugin: Path, tmp_path: Path) -> None:
     done = _layercheck(plugin, "run", *SMALL, "--format", "shout")
     assert done.returncode == 0, done.stderr
@@ -218,6 +219,7 @@ def test_a_third_party_format_from_an_entry_point(plugin: Path, tmp_path: Path) 
     assert out.read_text() == "psst: 1 passed\n"
 
 
+@pytest.mark.slow
 def test_help_and_errors_list_third_party_formats(plugin: Path) -> None:
     done = _layercheck(plugin, "run", "--help")
     assert "table, json, junit, markdown, html, github, shout, whisper" in " ".join(done.stdout.split())

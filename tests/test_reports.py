@@ -136,7 +136,8 @@ def test_markdown_puts_failures_first_and_escapes_table_cells(report: Report) ->
     assert headings[0].startswith("### ✅") and headings[1].startswith("### ❌") and headings[3].startswith("### ⚠️")
     section = text.split(headings[1])[1].split(headings[2])[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
-    assert [row.split("`")[1] for row in rows] == ["predict_runs", "initialize", "forward_predict_agree", "forward_runs"]
+    expected = ["predict_runs", "initialize", "forward_predict_agree", "forward_runs"]
+    assert [row.split("`")[1] for row in rows] == expected
     assert "bad \\| value &lt;x&gt;<br> second line" in rows[0]
     assert "layercheck run" in section and "--check predict_runs" in section
     good = text.split(headings[0])[1].split(headings[1])[0]

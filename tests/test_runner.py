@@ -101,7 +101,8 @@ def test_outcomes_become_results() -> None:
 
     report = run_target(target(), plan(passes, fails, skips, crashes, layer_raises))
     by_id = {r.check: r for r in report.results}
-    assert (by_id["passes"].status, by_id["passes"].message, by_id["passes"].details) == (Status.PASSED, "fine", {"n": 1})
+    passes = by_id["passes"]
+    assert (passes.status, passes.message, passes.details) == (Status.PASSED, "fine", {"n": 1})
     assert by_id["fails"].status is Status.FAILED and by_id["fails"].details["tensor"] == "weight"
     assert "--check fails --seed 0" in by_id["fails"].details["reproduce"]
     assert by_id["skips"].status is Status.SKIPPED and by_id["skips"].message == "not applicable"

@@ -236,6 +236,7 @@ def _layercheck(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, timeout=300)
 
 
+@pytest.mark.slow
 def test_the_readme_walk_through_adds_a_check_from_its_own_package(tmp_path: Path) -> None:
     code = _readme_block("### Adding a check")
     assert "from layercheck.sdk import" in code

@@ -57,7 +57,8 @@ tolerance: {float32: 1.0e-3}
         ("layer: a.py\ninputs: [{layout: 2:B}]\nargs: 3\n", "args: expected a list"),
         ("layer: a.py\ninputs: [{layout: 2:B}]\nchecks: {only: [x]}\n", "checks.only: unknown key"),
         ("layer: a.py\ninputs: [{layout: 2:B}]\ntolerance: {float8: 1}\n", "tolerance.float8: unknown dtype"),
-        ("layer: a.py\ninputs: [{layout: 2:B}]\ntolerance: {float32: -1}\n", "tolerance.float32: expected a positive number"),
+        ("layer: a.py\ninputs: [{layout: 2:B}]\ntolerance: {float32: -1}\n",
+         "tolerance.float32: expected a positive number"),
         ("- just\n- a list\n", "expected a mapping"),
     ],
 )

@@ -15,7 +15,8 @@ def test_zoo_layer_is_judged_right(name: str) -> None:
     assert report.error is None, report.error
     failed = failed_checks(report)
     details = "\n".join(
-        f"  {r.check}[{r.variant}] {r.status.value}: {r.message}" for r in report.results if r.check in failed ^ expected
+        f"  {r.check}[{r.variant}] {r.status.value}: {r.message}"
+        for r in report.results if r.check in failed ^ expected
     )
     assert failed == expected, f"{name}: failed {sorted(failed)}, expected {sorted(expected)}\n{details}"
     notes = {r.check: " ".join(r.notes) for r in report.results if r.notes}

@@ -56,14 +56,16 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
     running statistics in eval mode; squeeze named dimensions only.
     """
     if predict_is_random(ctx):
-        raise CheckSkipped("predict draws random numbers, so observations cannot be compared (deterministic reports it)")
+        raise CheckSkipped("predict draws random numbers, so observations cannot be compared "
+                           "(deterministic reports it)")
     subject = ctx.fresh()
     initial = subject.checkpoint()
     inputs = subject.inputs()
     dims = [layout.batch_dim for layout in ctx.layouts]
     size = next(x.shape[d] for x, d in zip(inputs, dims) if d is not None)
     if size == 1:
-        inputs = [x if d is None else torch.cat([x, _another_observation(x, d, ctx.seed)], d) for x, d in zip(inputs, dims)]
+        inputs = [x if d is None else torch.cat([x, _another_observation(x, d, ctx.seed)], d)
+                  for x, d in zip(inputs, dims)]
         size = 2
         batched = predict_run(subject, inputs).outputs
         subject.rewind(initial)

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from layercheck.sdk import (
     EXACT,
@@ -51,7 +52,7 @@ def signatures(ctx: Context) -> str:
     fails at the first real use. Fix the signature, or give the spec the right inputs.
     """
     n = len(ctx.layouts)
-    cls = ctx.target.cls
+    cls: Any = ctx.target.cls
     problems: list[str] = []
     if ctx.target.kind == "function":
         if _overrides(cls, torch.autograd.Function, "forward") is None:
@@ -64,13 +65,13 @@ def signatures(ctx: Context) -> str:
             problems.append(f"{cls.__name__} defines no backward")
         checked = ["forward", "backward"]
     else:
-        layer = cls if ctx.target.instance is None else ctx.target.instance
-        problems.append(signature_accepts(layer.forward, n, skip_first=isinstance(layer, type)))
+        layer: Any = cls if ctx.target.instance is None else ctx.target.instance
+        problems.append(signature_accepts(layer.forward, n, skip_first=isinstance(layer, type)) or "")
         checked = ["forward"]
         for hook, count in (("predict", n), ("initialize", n), ("reset_state", 0)):
             fn = getattr(layer, hook, None)
             if callable(fn):
-                problems.append(signature_accepts(fn, count, skip_first=isinstance(layer, type)))
+                problems.append(signature_accepts(fn, count, skip_first=isinstance(layer, type)) or "")
                 checked.append(hook)
     problems = [p for p in problems if p]
     if problems:
@@ -216,7 +217,8 @@ def _mode_dependence(ctx: Context, subject: Subject) -> str | None:
     before = fresh.snapshot()
     a = Outputs.of(fresh.forward(inputs)).tensors
     if any(
-        (x is None) != (y is None) or (x is not None and y is not None and (x.shape != y.shape or not torch.equal(x, y)))
+        (x is None) != (y is None)
+        or (x is not None and y is not None and (x.shape != y.shape or not torch.equal(x, y)))
         for x, y in zip(before.values(), fresh.snapshot().values())
     ):
         return "the training forward updates the layer's state"
@@ -252,10 +254,10 @@ def _expect_tensors(raw: Any, phase: str) -> Outputs:
 
 
 def _values(layer: nn.Module) -> dict[str, torch.Tensor]:
-    tensors = {f"parameter {n}": p for n, p in layer.named_parameters()}
+    tensors: dict[str, torch.Tensor] = {f"parameter {n}": p for n, p in layer.named_parameters()}
     tensors.update({f"state {n}": b for n, b in layer.named_buffers()})
     return {
-        k: v.detach().clone() for k, v in tensors.items() if not isinstance(v, nn.parameter.UninitializedTensorMixin)
+        k: v.detach().clone() for k, v in tensors.items() if not is_lazy(v)
     }
 
 

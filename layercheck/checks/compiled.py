@@ -62,7 +62,8 @@ class _Predict(nn.Module):
         self.layer = layer
 
     def forward(self, *inputs: Any) -> Any:
-        return self.layer.predict(*inputs)
+        predict: Any = self.layer.predict
+        return predict(*inputs)
 
 
 class _Apply(nn.Module):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -106,7 +107,8 @@ def _compare_on(ctx: Context, dev: torch.device) -> set[str]:
     ):
         names, expected, actual = comparable(cpu, other)
         if not assert_same_unless_random(expected, actual, random=is_random, names=names,
-                                         allowance=path_allowance(ctx, FORWARD if mode == "forward" else PREDICT), what=f"{mode} on {dev} vs the CPU"):
+                                         allowance=path_allowance(ctx, FORWARD if mode == "forward" else PREDICT),
+                                         what=f"{mode} on {dev} vs the CPU"):
             random.add(mode)
     return random
 
@@ -140,7 +142,8 @@ def _tf32_off() -> Iterator[None]:
     are restored. TF32 keeps 10 mantissa bits: against the CPU it looks like a bug."""
     if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
         # torch >= 2.9: the per-backend API; mixing it with allow_tf32 raises, so use only it
-        backends = [torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn]
+        cudnn: Any = torch.backends.cudnn  # its conv and rnn sub-backends are missing from torch's stubs
+        backends = [torch.backends.cuda.matmul, cudnn.conv, cudnn.rnn]
         saved = [b.fp32_precision for b in backends]
         try:
             for b in backends:

@@ -132,9 +132,9 @@ class BackwardRecorder:
         return [r for r in self.records if r.wrong]
 
 
-def _custom_functions(outputs: Sequence[torch.Tensor]) -> list[type]:
+def _custom_functions(outputs: Sequence[torch.Tensor]) -> list[type[torch.autograd.Function]]:
     """The user's ``autograd.Function`` classes in the outputs' graph (torch's own excluded)."""
-    classes: list[type] = []
+    classes: list[type[torch.autograd.Function]] = []
     for node in backward_nodes(outputs):
         cls = getattr(type(node), "_forward_cls", None)
         if cls is not None and not cls.__module__.startswith("torch") and cls not in classes:
@@ -263,7 +263,8 @@ def _skip_unless_finite(run: Backprop, dtype: str) -> None:
                                "difference can be taken (the finite check reports it)")
     for g in run.grads:
         if g is not None and not all_finite(g):
-            raise CheckSkipped(f"a {dtype} gradient is not finite on the generated inputs (the finite check reports it)")
+            raise CheckSkipped(f"a {dtype} gradient is not finite on the generated inputs "
+                               "(the finite check reports it)")
 
 
 @contextlib.contextmanager
@@ -301,7 +302,8 @@ def backward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     if run.error is not None and run.recorder.wrong():
         error = run.error
         raise CheckFailed(f"backward raised {type(error.exc).__name__}: {str(error.exc).splitlines()[0]}; the cause: "
-                          f"{run.recorder.wrong()[0].describe()}", blocking=True, phase="backward", traceback=error.trace,
+                          f"{run.recorder.wrong()[0].describe()}", blocking=True, phase="backward",
+                          traceback=error.trace,
                           returned=[_raw_dict(r) for r in run.recorder.wrong()])
     result = run.check_ran()
     names = run.fn.names

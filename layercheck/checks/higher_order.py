@@ -370,7 +370,7 @@ def _no_forward_mode(exc: LayerRaised, fn: LayerFunction) -> CheckFailed:
     return CheckFailed(message, phase=exc.phase, traceback=exc.trace, functions_without_jvp=missing)
 
 
-def _functions_in_graph(fn: LayerFunction) -> list[type]:
+def _functions_in_graph(fn: LayerFunction) -> list[type[torch.autograd.Function]]:
     """The user's autograd.Function classes the layer calls (the subject itself for an
     operation), found from the graph of one ordinary training forward."""
     try:

@@ -184,7 +184,8 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     shapes = [torch.empty(layout.size, device="meta") for layout in ctx.layouts]
     usable = [(label, make) for label, make in _LAYOUTS if any(not make(x).is_contiguous() for x in shapes)]
     if not usable:
-        raise CheckSkipped("no input can be stored non-contiguously (every input has at most one element per dimension)")
+        raise CheckSkipped("no input can be stored non-contiguously "
+                           "(every input has at most one element per dimension)")
     # Each layout once, predict with the first and forward+backward with the last (the same
     # code path in most layers; both layouts where only one can be made).
     predict_label, predict_make = usable[0]

@@ -169,7 +169,8 @@ def reset_state(ctx: Context) -> str:
     assert_close(first, again, what="the first output after reset_state vs the first output of the fresh layer",
                  names=output_names(first), allowance=rounding_allowance_of(ctx))
     which = f" ({', '.join(moved)} moved)" if moved else ""
-    return f"reset_state after {_RESET_CALLS} forward calls restored {len(initial)} buffer(s){which} and the first output"
+    return (f"reset_state after {_RESET_CALLS} forward calls restored {len(initial)} buffer(s){which} "
+            "and the first output")
 
 
 def _forward(subject: Subject, inputs: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -289,7 +289,8 @@ class FiniteDifferences(Generic[F_co]):
         return self._directions[key]
 
     def _draw(self, probe: Probe) -> list[torch.Tensor | None]:
-        gen = torch.Generator().manual_seed(zlib.crc32(f"{self.seed}|{probe.draw}|{probe.slot}|{probe.region}".encode()))
+        key = f"{self.seed}|{probe.draw}|{probe.slot}|{probe.region}"
+        gen = torch.Generator().manual_seed(zlib.crc32(key.encode()))
         slot = probe.region.slot if probe.region is not None else probe.slot
         result: list[torch.Tensor | None] = []
         for index, (value, scale) in enumerate(zip(self.fn.point, self.scales)):

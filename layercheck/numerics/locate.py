@@ -56,7 +56,8 @@ class Finding:
                 "elements": self.elements[:10], "checked_elements": self.checked_elements}
 
 
-def locate(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.Tensor | None], slot: int, tolerance: float,
+def locate(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.Tensor | None], slot: int,
+           tolerance: float,
            verdict: Verdict) -> Finding:
     """Narrow a tensor's disagreement down: element by element for small tensors; for large
     ones by value range (two rounds of quantile bins), else by slabs along the largest
@@ -138,7 +139,8 @@ def _region_fails(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence
     return not judge(fd, grads, tolerance, region=region, draws=1, retry=False, step=step).passed
 
 
-def _check_elements(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.Tensor | None], slot: int, elements: Iterable[int],
+def _check_elements(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.Tensor | None], slot: int,
+                    elements: Iterable[int],
                     tolerance: float, step: float, finding: Finding) -> None:
     value = fd.fn.point[slot]
     # One element's derivative is judged loosely (1e-3): it only has to tell wrong elements

@@ -107,10 +107,7 @@ def judge(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.T
         retried = True
         fresh = [Probe(draws + d, step, slot, region) for d in range(draws)]
         again = [compare(p) for p in fresh]
-        if all(c.agrees for c in again):
-            comparisons = again
-        else:
-            comparisons = comparisons + again
+        comparisons = again if all(c.agrees for c in again) else comparisons + again
     passed = all(c.agrees for c in comparisons)
     noise = ratio(fd.noise_bound(step), comparisons[0].spread)
     return Verdict(passed, comparisons, step, tolerance, noise, retried, fd.precision)

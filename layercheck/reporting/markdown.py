@@ -50,7 +50,7 @@ def render(report: Report) -> str:
 def _run_section(run: RunReport) -> list[str]:
     lines = [f"### {ICONS[run.status]} `{_code(run.target)}`: {run.status.value}", ""]
     if run.error is not None:
-        return lines + [f"The layer could not be checked: {_cell(run.error, limit=None)}", ""]
+        return [*lines, f"The layer could not be checked: {_cell(run.error, limit=None)}", ""]
     notes = labelled_notes(run.results)
     facts = [counts_text(run.summary, notes=len(notes), nonzero=True)]
     facts.append("inputs " + ", ".join(f"`{','.join(map(str, i['size']))}:{i['format']}`" for i in run.inputs))
@@ -75,7 +75,8 @@ def _run_section(run: RunReport) -> list[str]:
 def _table(results: list[CheckResult]) -> list[str]:
     rows = ["| status | check | time | message |", "|---|---|---:|---|"]
     for r in results:
-        rows.append(f"| {ICONS[r.status]} {r.status.value} | `{_code(label(r))}` | {r.seconds:.2f} s | {_cell(r.message)} |")
+        rows.append(f"| {ICONS[r.status]} {r.status.value} | `{_code(label(r))}` | {r.seconds:.2f} s "
+                    f"| {_cell(r.message)} |")
     return rows
 
 

@@ -136,7 +136,7 @@ def elements_figure(title: str, finding: Mapping[str, Any]) -> Figure | None:
         points.append(Point(position, analytic - numeric, bad, tip))
         labels.append(index)
     errors = [p.y for p in points]
-    y = _Axis(*_span(errors + [0.0]), HEIGHT - BOTTOM - (0 if by_value else 30), TOP)
+    y = _Axis(*_span([*errors, 0.0]), HEIGHT - BOTTOM - (0 if by_value else 30), TOP)
     if by_value:
         x = _Axis(*_span([p.x for p in points]), LEFT, WIDTH - RIGHT)
         x_title = f"value of the element of {title}"

@@ -24,7 +24,7 @@ class AffineFunction(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, dx, dscale, dshift):
-        x, scale = ctx.saved_tensors
+        _x, scale = ctx.saved_tensors
         return scale * dx + dshift  # the bug: + dscale * x is missing
 
 

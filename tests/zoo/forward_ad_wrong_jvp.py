@@ -24,7 +24,7 @@ class WrongJvpLeakyReLU(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, dx, dslope):
-        x, slope = ctx.saved_tensors
+        x, _slope = ctx.saved_tensors
         return torch.where(x > 0, dx, dx + dslope * x)  # the bug: slope * dx on the negative side
 
 
