@@ -88,6 +88,7 @@ class SpecFile(pytest.File):
     def collect(self) -> Any:
         from layercheck import runner
         from layercheck.errors import LoadError
+        from layercheck.result import label
         from layercheck.spec import load_spec
 
         self.spec = load_spec(self.path)  # an invalid spec is a collection error naming file and key
@@ -102,7 +103,7 @@ class SpecFile(pytest.File):
             return
         for planned in plan:
             for variant in planned.variants:
-                name = f"{planned.info.id}[{variant}]" if variant else planned.info.id
+                name = label(planned.info.id, variant)
                 yield CheckItem.from_parent(self, name=name, planned=planned, variant=variant)
 
     def setup(self) -> None:

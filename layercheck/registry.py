@@ -7,14 +7,12 @@ an entry point in the ``layercheck.checks`` group) decorates functions with :fun
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
-import pkgutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
+from layercheck import plugins
 from layercheck.errors import UsageError
 
 if TYPE_CHECKING:
@@ -101,11 +99,6 @@ def modules_only(reason: str) -> Applies:
     return applies
 
 
-def label(check_id: str, variant: str) -> str:
-    """``check[variant]``, or ``check`` for a check without variants: how reports name a result."""
-    return f"{check_id}[{variant}]" if variant else check_id
-
-
 def selector(check_id: str, variant: str) -> str:
     """``check:variant`` (or ``check``): how ``--check`` and ``--skip`` name a result."""
     return f"{check_id}:{variant}" if variant else check_id
@@ -166,29 +159,15 @@ def check(
     return register
 
 
-_loaded = False
-
-
 def load_checks() -> None:
     """Import the built-in check modules and third-party entry points (once)."""
-    global _loaded
-    if _loaded:
-        return
-    import layercheck.checks as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")
-    for ep in entry_points(group="layercheck.checks"):
-        ep.load()
-    _loaded = True
+    plugins.load("layercheck.checks", "layercheck.checks", "check")
 
 
 def catalogue() -> list[CheckInfo]:
     """Every registered check, in SPEC order."""
     load_checks()
-    rank = {cid: i for i, cid in enumerate(SPEC_ORDER)}
-    order = list(_REGISTRY)
-    return sorted(_REGISTRY.values(), key=lambda c: (rank.get(c.id, len(rank)), order.index(c.id)))
+    return plugins.ordered(_REGISTRY, SPEC_ORDER)
 
 
 def get(check_id: str) -> CheckInfo:

@@ -32,6 +32,11 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
 
 
+def label(check_id: str, variant: str) -> str:
+    """``check[variant]``, or ``check`` for a check without variants: how reports name a result."""
+    return f"{check_id}[{variant}]" if variant else check_id
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """The outcome of one check (and variant) on one target.

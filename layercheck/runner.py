@@ -31,7 +31,7 @@ from layercheck.errors import (
 from layercheck.invocation import Invocation
 from layercheck.loading import resolve
 from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select
-from layercheck.result import CheckResult, Report, RunReport, Status
+from layercheck.result import CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
 from layercheck.subject import Target, accelerators
 
@@ -199,7 +199,7 @@ def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Op
     for planned in plan:
         for variant in planned.variants:
             if progress is not None:
-                progress(target.name, f"{planned.info.id}[{variant}]" if variant else planned.info.id, len(results),
+                progress(target.name, label(planned.info.id, variant), len(results),
                          total)
             results.append(session.result(planned.info, variant))
     return RunReport(target=target.name, kind=target.kind, inputs=inputs, seed=target.seed,

@@ -49,10 +49,10 @@ from layercheck.registry import (
     SharedRun,
     Tolerance,
     check,
-    label,
     modules_only,
     selector,
 )
+from layercheck.result import label
 from layercheck.runs import (
     FORWARD,
     PREDICT,

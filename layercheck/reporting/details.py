@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from layercheck.result import CheckResult, Report
+from layercheck.result import label as check_label
 
 # The keys printed last, in this order: what a reader needs after the numbers.
 _LAST = ("traceback", "reproduce")
@@ -21,7 +22,7 @@ _WORDS = {"passed": "passed", "failed": "failed", "skipped": "skipped", "error":
 
 def label(result: CheckResult) -> str:
     """``check[variant]``, or ``check`` for a check without variants."""
-    return f"{result.check}[{result.variant}]" if result.variant else result.check
+    return check_label(result.check, result.variant)
 
 
 def details_text(details: Mapping[str, Any]) -> str:

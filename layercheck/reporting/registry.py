@@ -10,14 +10,12 @@ is first asked for, so that ``Report.render`` can look formats up here without a
 from __future__ import annotations
 
 import difflib
-import importlib
-import pkgutil
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, TypeVar
 
+from layercheck import plugins
 from layercheck.errors import UsageError
 
 if TYPE_CHECKING:
@@ -67,33 +65,15 @@ def reporter(name: str, *, title: str, suffix: str = "") -> Callable[[R], R]:
     return register
 
 
-_loaded = False
-
-
 def load_reporters() -> None:
     """Import the built-in reporter modules and third-party entry points (once)."""
-    global _loaded
-    if _loaded:
-        return
-    import layercheck.reporting as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as exc:
-            raise ImportError(f"reporter plug-in {ep.name!r} ({ep.value}, group {ENTRY_POINT_GROUP}) "
-                              f"failed to load: {type(exc).__name__}: {exc}") from exc
-    _loaded = True
+    plugins.load("layercheck.reporting", ENTRY_POINT_GROUP, "reporter")
 
 
 def catalogue() -> list[ReporterInfo]:
     """Every registered format: the built-ins in SPEC order, then the others as registered."""
     load_reporters()
-    rank = {name: i for i, name in enumerate(BUILTIN_ORDER)}
-    order = list(_REGISTRY)
-    return sorted(_REGISTRY.values(), key=lambda r: (rank.get(r.name, len(rank)), order.index(r.name)))
+    return plugins.ordered(_REGISTRY, BUILTIN_ORDER)
 
 
 def formats() -> list[str]:
