@@ -26,10 +26,9 @@ from layercheck.compare import (
     rounding_allowance,
 )
 from layercheck.context import Context
-from layercheck.errors import CheckFailed, LayerRaised
-from layercheck.frames import user_trace
+from layercheck.errors import CheckFailed
 from layercheck.registry import SharedRun, Tolerance
-from layercheck.subject import Outputs, Subject, seeded
+from layercheck.subject import Outputs, Subject, backpropagate, seeded
 
 PREDICT = SharedRun("predict", ("predict_runs",))
 """Predict (eval, no grad) of a fresh float32 layer on the generated inputs."""
@@ -129,12 +128,8 @@ def gradients(ctx: Context, subject: Subject, inputs: Sequence[torch.Tensor],
     if not wanted or not differentiable:
         return [(name, None) for name, _ in wanted]
     with seeded(subject.target.seed, subject.device):
-        try:
-            found = torch.autograd.grad(differentiable, [t for _, t in wanted], cotangents(ctx, differentiable),
-                                        allow_unused=True)
-        except Exception as exc:
-            raise LayerRaised("backward", exc, user_trace(exc)) from exc
-    return [(name, None if g is None else g.detach()) for (name, _), g in zip(wanted, found)]
+        found = backpropagate(list(zip(differentiable, cotangents(ctx, differentiable))), [t for _, t in wanted])
+    return [(name, g) for (name, _), g in zip(wanted, found)]
 
 
 def cotangents(ctx: Context, outputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:

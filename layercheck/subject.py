@@ -26,8 +26,9 @@ from layercheck.layout import Layout
 
 
 class Mode(str, enum.Enum):
-    PREDICT = "predict"
-    FORWARD = "forward"
+    PREDICT = "predict"  # eval mode, ``predict`` if defined, no grad
+    FORWARD = "forward"  # train mode, ``forward``, with grad
+    EVAL = "eval forward"  # eval mode, ``forward``, with grad: training-only behaviour switched off
 
 
 class Target:
@@ -64,13 +65,18 @@ class Target:
     def construct(self) -> nn.Module | None:
         """A new layer straight from the constructor (seeded), before ``initialize``.
 
-        Functions have nothing to construct (None). A given instance is deep-copied.
-        Raises LoadError when the constructor raises.
+        Functions have nothing to construct (None). A given instance is deep-copied: nothing
+        else can make another one. Raises LoadError when the constructor raises (or the copy fails).
         """
         if self.kind == "function":
             return None
         if self.instance is not None:
-            return copy.deepcopy(self.instance)
+            try:
+                return copy.deepcopy(self.instance)
+            except Exception as exc:
+                raise LoadError(f"layercheck could not deep-copy the {self.cls.__name__} instance it was given, and "
+                                f"needs a copy per check ({type(exc).__name__}: {exc}); pass the class and its "
+                                "constructor arguments instead (check_layer(Cls, ..., args=..., kwargs=...))") from None
         try:
             with seeded(self.seed):
                 layer = self.cls(*self.args, **self.kwargs)
@@ -80,7 +86,7 @@ class Target:
         return layer
 
     def pristine(self) -> nn.Module | None:
-        """The constructed and initialised layer every subject is deep-copied from.
+        """The constructed and initialised layer whose parameters and buffers every subject gets.
 
         Raises LayerRaised (phase "initialize") when ``initialize`` or a lazy first call fails.
         """
@@ -94,13 +100,26 @@ class Target:
         return self._pristine
 
     def build(self, dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> Subject:
-        """A fresh subject: a deep copy of the pristine layer, cast and moved as asked."""
-        layer = self.pristine()
-        if layer is not None:
-            layer = copy.deepcopy(layer)
+        """A fresh subject, built the way users build a layer — the constructor call (seeded),
+        ``initialize``, then the pristine layer's parameters and buffers loaded — and cast and
+        moved as asked. Only an instance handed to the Python API, which nothing can construct
+        again, is deep-copied instead."""
+        pristine = self.pristine()
+        layer: nn.Module | None = None
+        if pristine is not None:
+            layer = self._another(pristine)
             if dtype is not None or device is not None:
                 layer = layer.to(device=device, dtype=dtype)
         return Subject(self, layer, dtype=dtype, device=torch.device(device) if device is not None else None)
+
+    def _another(self, pristine: nn.Module) -> nn.Module:
+        if self.instance is not None:
+            return copy.deepcopy(pristine)  # the instance was copied once already (construct)
+        layer = self.construct()
+        assert layer is not None
+        initialize(layer, self.layouts, self.base_inputs(torch.float32, torch.device("cpu")), self.seed)
+        _load_tensors(layer, pristine)
+        return layer
 
     # -- inputs -----------------------------------------------------------------------------
 
@@ -159,7 +178,7 @@ class Subject:
         forward (train, with grad). The random stream is reseeded for the call (``rng_seed``,
         the target's seed by default) so that dropout-like layers are a fixed function."""
         if grad is None:
-            grad = mode is Mode.FORWARD
+            grad = mode is not Mode.PREDICT
         fn: Callable[..., Any]
         if self.module is not None:
             self.module.train(mode is Mode.FORWARD)
@@ -216,6 +235,19 @@ class Subject:
                                if key not in _MODULE_INTERNALS}
                       for prefix, mod in self.module.named_modules()}
         return Checkpoint(self.snapshot(), holders, attributes)
+
+    def changes(self, reference: Checkpoint) -> list[str]:
+        """What differs between the layer now and ``reference`` (another layer's checkpoint, or
+        its own): ``buffer 'h'``, ``attribute 'cache.length'``."""
+        now = self.checkpoint()
+        changed = [f"buffer {name!r}" for name in sorted(set(now.buffers) | set(reference.buffers))
+                   if not _same(now.buffers.get(name), reference.buffers.get(name))]
+        for prefix, saved in now.attributes.items():
+            before = reference.attributes.get(prefix, {})
+            for key in sorted(set(saved) | set(before)):
+                if key not in saved or key not in before or not _same(saved[key].held, before[key].held):
+                    changed.append(f"attribute {f'{prefix}.{key}' if prefix else key!r}")
+        return changed
 
     def rewind(self, checkpoint: Checkpoint) -> None:
         """Put the layer back as it was at :meth:`checkpoint`: attributes set back (ones added
@@ -296,6 +328,25 @@ class _Kept:
         return copy.deepcopy(self.held, dict(self.shared.memo) if self.shared is not None else None)
 
 
+_PLAIN = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two values of a layer's state are equal: tensors by value, plain data (numbers,
+    strings, and lists, tuples and dicts of them) by ==. Other objects have no equality to go
+    by (a copy is never == its original by default): they count as unchanged."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(torch.equal(a.detach().cpu(), b.detach().cpu())))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, _PLAIN) or isinstance(b, _PLAIN):
+        return type(a) is type(b) and a == b
+    return True
+
+
 def _storage(t: torch.Tensor) -> int:
     try:
         return int(t.untyped_storage().data_ptr())
@@ -324,6 +375,46 @@ def initialize(layer: nn.Module, layouts: Sequence[Layout], inputs: Sequence[tor
             except Exception as exc:
                 raise LayerRaised("initialize", exc, user_trace(exc)) from exc
         layer.train(was_training)
+
+
+def _load_tensors(layer: nn.Module, source: nn.Module) -> None:
+    """Give ``layer`` the values of ``source``'s parameters and buffers (non-persistent ones
+    too), by name: a constructor that draws from another random stream than torch's, or keeps
+    a counter, still yields the same layer for every check."""
+    with torch.no_grad():
+        values = dict(source.named_parameters(remove_duplicate=False))
+        for name, p in layer.named_parameters(remove_duplicate=False):
+            if name in values and values[name].shape == p.shape:
+                p.copy_(values[name])
+        buffers = dict(source.named_buffers(remove_duplicate=False))
+        for prefix, mod in layer.named_modules():
+            for key, buf in mod._buffers.items():
+                value = buffers.get(f"{prefix}.{key}" if prefix else key)
+                if value is None or buf is None:
+                    continue
+                if buf.shape == value.shape and buf.dtype == value.dtype:
+                    buf.copy_(value)
+                else:
+                    mod._buffers[key] = value.clone()
+
+
+def backpropagate(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                  leaves: Sequence[torch.Tensor]) -> list[torch.Tensor | None]:
+    """Back-propagate as training does, ``loss.backward()``: the gradients of ``leaves`` (inputs
+    and parameters) read from ``.grad``, set to None before and after. A hand-written backward
+    that calls ``torch.autograd.backward`` itself, or reentrant checkpointing, deposit their
+    gradients there, where an optimizer reads them. ``pairs``: (output, its cotangent). Raises
+    LayerRaised("backward")."""
+    for leaf in leaves:
+        leaf.grad = None
+    try:
+        torch.autograd.backward([y for y, _ in pairs], [w for _, w in pairs])
+    except Exception as exc:
+        raise LayerRaised("backward", exc, user_trace(exc)) from exc
+    grads = [None if leaf.grad is None else leaf.grad.detach() for leaf in leaves]
+    for leaf in leaves:
+        leaf.grad = None  # nothing left on the layer's parameters for a later call to add to
+    return grads
 
 
 def has_uninitialized_parameters(layer: nn.Module) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from torch import nn
 from layercheck.numerics.engine import BASE_STEP, FiniteDifferences, NotDifferentiable, Probe, TooNoisy, Unstable
 from layercheck.numerics.functions import Backprop, LayerFunction
 from layercheck.numerics.locate import Finding, diagnose
-from layercheck.numerics.precision import lowest_precision
+from layercheck.numerics.trace import Trace, trace
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, Verdict, judge
 from layercheck.registry import GRADIENTS, check
 from layercheck.sdk import (
@@ -40,13 +41,17 @@ from layercheck.sdk import (
     ratio,
     relative_difference,
 )
-from layercheck.subject import Subject, backward_nodes
+from layercheck.subject import Mode, Outputs, Subject, backward_nodes
 
 # needs_input_grad compares a float32 backward with the same backward when more tensors
 # require grad: the same operations, so only a different summation order can separate them
 # (1e-6 or less); a gradient packed into the wrong slot or computed from the wrong branch is
 # off by its own size.
 FROZEN_TOLERANCE = 1e-3
+
+# What torch.utils.checkpoint warns when reentrant checkpointing runs without an input that
+# requires grad: everything inside it then gets no gradient, by PyTorch's design.
+_REENTRANT_DROP = "None of the inputs have requires_grad=True"
 
 # The gradient check's tolerances (numerics.GRADIENT_TOLERANCE explains the figures).
 _GRADIENT_TOLERANCES = tuple(
@@ -118,8 +123,16 @@ class BackwardRecorder:
         return backward
 
     def _record(self, function: str, node: Any, returned: tuple[Any, ...]) -> None:
-        for position, ((edge, index), grad) in enumerate(zip(node.next_functions, returned)):
-            if edge is None or not isinstance(grad, torch.Tensor):
+        # backward returns one entry per argument of forward, non-tensor ones included; the
+        # graph has one edge per tensor argument, None for those that do not require grad. The
+        # arguments that need a gradient and the edges that lead somewhere pair up in order.
+        needed = [i for i, needs in enumerate(node.needs_input_grad) if needs]
+        edges = [(edge, index) for edge, index in node.next_functions if edge is not None]
+        if len(needed) != len(edges):
+            return  # nothing to align by: autograd itself reports what is wrong
+        for position, (edge, index) in zip(needed, edges):
+            grad = returned[position] if position < len(returned) else None
+            if not isinstance(grad, torch.Tensor):
                 continue
             try:
                 meta = edge._input_metadata[index]
@@ -199,6 +212,7 @@ class Reference:
     fd: FiniteDifferences
     run: Backprop
     verdict: Verdict
+    trace: Trace = field(default_factory=Trace)
     _diagnosis: tuple[list[Finding], list[str], list[str]] | None = field(default=None, repr=False)
 
     def diagnosis(self) -> tuple[list[Finding], list[str], list[str]]:
@@ -238,22 +252,97 @@ def float64_reference(ctx: Context) -> Reference:
         if not run.outputs:
             raise CheckSkipped("the layer returns no floating output: there is nothing to differentiate")
         _skip_unless_finite(run, "float64")
-        fd = FiniteDifferences(fn, [w for w in run.cotangents if w is not None], seed=ctx.seed, outputs=run.outputs)
-        fd.precision = lowest_precision(fn)
-        try:
-            fd.check_stable()
-        except Unstable as exc:
-            raise CheckFailed(
-                f"the float64 layer's output at the same inputs and parameters changed between two evaluations "
-                f"(relative change {exc.change:.2g}), so it is not a fixed function finite differences can judge: "
-                "something it reads was modified in place — by backward (a saved tensor, an input or an output "
-                "updated in place, e.g. y.sqrt_() for y.sqrt()) or by forward (state or an attribute not put back)",
-                blocking=True, relative_change=exc.change) from exc
-        tolerance = ctx.tolerance_of(GRADIENTS, "float64")  # the gradient check's verdict, whoever asks first
-        with skip_if_not_differentiable():
-            return Reference(fd, run, judge(fd, run.grads, tolerance))
+        return _judged(ctx, fn, run)
 
     return ctx.shared("layercheck.gradients.float64", build)
+
+
+def _judged(ctx: Context, fn: LayerFunction, run: Backprop) -> Reference:
+    """The finite differences of ``fn`` and their verdict on its analytic gradient ``run``."""
+    fd = FiniteDifferences(fn, [w for w in run.cotangents if w is not None], seed=ctx.seed, outputs=run.outputs)
+    traced = trace(fn)
+    fd.precision = traced.lowest
+    try:
+        fd.check_stable()
+    except Unstable as exc:
+        raise CheckFailed(
+            f"the float64 layer's output at the same inputs and parameters changed between two evaluations "
+            f"(relative change {exc.change:.2g}), so it is not a fixed function finite differences can judge: "
+            "something it reads was modified in place — by backward (a saved tensor, an input or an output "
+            "updated in place, e.g. y.sqrt_() for y.sqrt()) or by forward (state or an attribute not put back)",
+            blocking=True, relative_change=exc.change) from exc
+    tolerance = ctx.tolerance_of(GRADIENTS, "float64")  # the gradient check's verdict, whoever asks first
+    with skip_if_not_differentiable():
+        return Reference(fd, run, judge(fd, run.grads, tolerance), traced)
+
+
+# Note [second call]
+#     Every evaluation of the gradient check starts from the fresh layer's state, so a path the
+#     layer takes only once its state is set — a cache filled by the first call, a recurrent
+#     state, a counter past its warm-up — is never differenced, while training runs it from the
+#     second step on. When one training call leaves the layer changed in a way its next call
+#     shows (other outputs, or another autograd graph: other operations, another hand-written
+#     Function), the float64 reference is built and judged a second time from the state the first
+#     call leaves. Running statistics that the next training call ignores (BatchNorm) change
+#     neither, and cost nothing more.
+
+
+def eval_reference(ctx: Context) -> Reference:
+    """The float64 reference of the forward in eval mode (with grad): training-only behaviour —
+    batch statistics, dropout, a power iteration under no_grad — switched off."""
+
+    def build() -> Reference:
+        subject = ctx.fresh(torch.float64)
+        fn = LayerFunction(subject, subject.inputs(), mode=Mode.EVAL)
+        return _judged(ctx, fn, fn.gradient(lambda outputs: cotangents(ctx, outputs)))
+
+    return ctx.shared("layercheck.gradients.float64.eval", build)
+
+
+def held_constant(ctx: Context, ref: Reference) -> str | None:
+    """When the training-mode gradient disagrees only because the layer holds part of its
+    training forward constant on purpose (Note [stop-gradients] in numerics/trace.py): a note
+    saying so; None when that is not the explanation (the backward is wrong)."""
+    if ref.verdict.passed or not ref.trace.stop_gradients:
+        return None
+    try:
+        agrees = eval_reference(ctx).verdict.passed
+    except (LayerRaised, CheckFailed, CheckSkipped):
+        return None
+    if not agrees:
+        return None
+    used = ", ".join(ref.trace.stop_gradients[:3])
+    return (f"in training mode the layer computes part of its forward under torch.no_grad and uses it ({used}), "
+            "which autograd treats as a constant by the layer's design (a power iteration, an adaptive step, a "
+            "moving average) while finite differences see it move: the training-mode gradients differ from finite "
+            f"differences ({ref.verdict.summary()}); in eval mode they agree, so the backward is right")
+
+
+def second_call_reference(ctx: Context) -> Reference | None:
+    """The float64 reference from the state the layer's first training call leaves, when that
+    call changes the layer in a way its next call shows (Note [second call]); None otherwise."""
+
+    def build() -> Reference | None:
+        subject = ctx.fresh(torch.float64)
+        first = _graph_and_outputs(subject)
+        after_first = subject.checkpoint()
+        if not subject.changes(ctx.fresh(torch.float64).checkpoint()):
+            return None  # the first call leaves nothing behind
+        second = _graph_and_outputs(subject)
+        if first == second:
+            return None  # what it leaves behind (running statistics) does not change the next call
+        subject.rewind(after_first)
+        analytic = _analytic(ctx, subject)
+        return _judged(ctx, analytic.fn, analytic.check_ran())
+
+    return ctx.shared("layercheck.gradients.float64.second", build)
+
+
+def _graph_and_outputs(subject: Subject) -> tuple[tuple[str, ...], tuple[bytes, ...]]:
+    """One training call of the layer: the kinds of its autograd nodes and its outputs' bytes."""
+    outputs = Outputs.of(subject.forward(subject.inputs(requires_grad=True))).floating
+    kinds = tuple(type(node).__name__ for node in backward_nodes(outputs))
+    return kinds, tuple(y.detach().cpu().numpy().tobytes() for y in outputs)
 
 
 def _skip_unless_finite(run: Backprop, dtype: str) -> None:
@@ -434,14 +523,24 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
         subject = ctx.fresh(torch.float32)
         fn = LayerFunction(subject, subject.inputs())
         try:
-            result = fn.gradient(full.cotangents, requires=requires)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = fn.gradient(full.cotangents, requires=requires)
         except LayerRaised as exc:
             raise layer_failure(exc, description, mask=description) from exc
+        dropped = any(_REENTRANT_DROP in str(w.message) for w in caught)
         for slot, name in enumerate(names):
             expected = full.grads[slot]
             if not requires[slot] or expected is None:
                 continue
             got = result.grads[slot]
+            if got is None and dropped:
+                ctx.note(f"{description} (as for a first layer), {name} receives no gradient: the layer uses reentrant "
+                         "checkpointing (torch.utils.checkpoint with use_reentrant=True), which drops the gradients "
+                         "of everything inside it when none of its inputs requires grad (PyTorch warns 'None of the "
+                         "inputs have requires_grad=True'); use checkpoint(..., use_reentrant=False) if this layer "
+                         "may come first in a network")
+                continue
             if got is None:
                 raise CheckFailed(f"{description}, {name} receives no gradient (it does when every tensor "
                                   "requires grad): the backward put it in another slot or skipped it",
@@ -469,6 +568,18 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
     verdict = ref.verdict
     names = ref.fd.fn.names
     details = {**verdict.to_dict(), "tensors": names, "evaluations": ref.fd.evaluations}
+    constant = held_constant(ctx, ref)
+    if constant is not None:
+        ctx.note(constant)
+        return (f"{_count_names(names)}: in eval mode, {_agreement(eval_reference(ctx).verdict)}; in training mode "
+                "the layer holds a no_grad computation constant by design (see the note)", details)
+    second = second_call_reference(ctx) if verdict.passed else None
+    if second is not None and not second.verdict.passed:
+        details = {**details, "second_call": second.verdict.to_dict()}
+        raise _disagreement(second, "from the state the layer's first training call leaves (its second call, as in "
+                            "the second step of training), float64 analytic gradients", details)
+    if second is not None:
+        details["second_call"] = second.verdict.to_dict()
     if verdict.passed:
         for note in _dead_tensors(ctx, ref):
             ctx.note(note)
@@ -477,7 +588,15 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
                      f"a {dtype_name(verdict.precision)} constant): its float64 gradients are as precise as that "
                      "allows, and the gradient check was done at that precision")
         return f"{_count_names(names)}: {_agreement(verdict)}", details
-    raise _disagreement(ref, "float64 analytic gradients", details)
+    raise _disagreement(ref, "float64 analytic gradients", details, eval_mode=_eval_mode_agrees(ctx))
+
+
+def _eval_mode_agrees(ctx: Context) -> bool:
+    """Whether the gradients agree in eval mode (for a failure message; False when unknown)."""
+    try:
+        return eval_reference(ctx).verdict.passed
+    except (LayerRaised, CheckFailed, CheckSkipped):
+        return False
 
 
 # A tensor whose float64 gradient moves the layer's output by less than this share of what
@@ -530,10 +649,14 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     if any(floors):
         details["rounding_floors"] = dict(zip(names, floors))
     agree = excess[worst] <= 1
-    if agree and ref.verdict.passed:
+    accepted = ref.verdict.passed or held_constant(ctx, ref) is not None
+    if agree and accepted:
+        vouched = (_agreement(ref.verdict) if ref.verdict.passed else
+                   "agree with finite differences in eval mode (in training mode the layer holds a no_grad "
+                   "computation constant by design: see gradients[float64])")
         return (f"{name} gradients of {_count_names(names)} match the float64 gradients (largest relative "
                 f"difference {differences[worst]:.2g} in {names[worst]}, tolerance {tolerance:g}), which "
-                f"{_agreement(ref.verdict)}", details)
+                f"{vouched}", details)
     if agree:
         raise _disagreement(ref, f"{name} gradients match the float64 ones, which", details, brief=True)
     if forward_is_random(ctx):
@@ -541,7 +664,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
             f"the training forward draws random numbers (dropout-like), and the {name} and float64 layers draw "
             f"different ones, so the {name} gradient has no float64 counterpart; gradients[float64] checks the "
             "backward with a fixed random stream")
-    if ref.verdict.passed:
+    if accepted:
         g, e = low[worst], high[worst]
         assert g is not None and e is not None
         found = mismatch(e, g, Allowance(0.0, tolerance * largest(e))) or {}
@@ -610,7 +733,7 @@ def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[t
 
 
 def _disagreement(ref: Reference, what: str, details: dict[str, Any], *,
-                  brief: bool = False) -> CheckFailed:
+                  brief: bool = False, eval_mode: bool = False) -> CheckFailed:
     wrong, right, outputs = ref.diagnosis()
     lines = [f"{what} disagree with float64 finite differences ({ref.verdict.summary()})"]
     if wrong:
@@ -621,7 +744,11 @@ def _disagreement(ref: Reference, what: str, details: dict[str, Any], *,
         lines.append("through " + " | ".join(outputs))
     if right:
         lines.append(f"agree: {', '.join(right)}")
-    details = {**details, "evaluations": ref.fd.evaluations}
+    if eval_mode:
+        lines.append("In eval mode the gradients agree: the mismatch is in training mode only, where the layer treats "
+                     "part of its computation as a constant (batch statistics, a value detached or computed under "
+                     "no_grad) or its hand-written backward leaves out the training-mode terms")
+    details = {**details, "evaluations": ref.fd.evaluations, "eval_mode_agrees": eval_mode}
     return CheckFailed(". ".join(lines), **details, wrong=[f.to_dict() for f in wrong], agree=right,
                        wrong_outputs=outputs)
 

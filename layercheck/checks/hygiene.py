@@ -3,6 +3,7 @@ values, any memory layout accepted, every tensor registered."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -17,6 +18,7 @@ from layercheck.sdk import (
     CheckFailed,
     CheckSkipped,
     Context,
+    LayerRaised,
     assert_close,
     assert_same_unless_random,
     check,
@@ -234,18 +236,23 @@ def registered_tensors(ctx: Context) -> str:
     tensors: a plain tensor attribute stays on the CPU in float32, is not saved in
     checkpoints and is not trained. Fix: ``self.register_buffer("name", tensor)`` (add
     ``persistent=False`` for constants you do not want saved) or ``nn.Parameter``.
+
+    An attribute the layer assigns anew in every call (a weight recomputed from a registered
+    one by a forward pre-hook, as the legacy ``torch.nn.utils.spectral_norm`` does) is derived,
+    not kept: it is not reported.
     """
-    module = ctx.fresh().module
+    subject = ctx.fresh()
+    module = subject.module
     assert module is not None
     registered = {id(t) for t in module.parameters()} | {id(t) for t in module.buffers()}
-    found = []
-    for prefix, sub in module.named_modules():
-        for attr, value in vars(sub).items():
-            if attr in ("_parameters", "_buffers", "_modules"):
-                continue
-            for where, tensor in _tensors_in(value, attr):
-                if id(tensor) not in registered:
-                    found.append((f"{prefix}.{where}" if prefix else where, type(sub).__name__, tensor))
+    before = _unregistered(module, registered)
+    recomputed = set()
+    if before:
+        with contextlib.suppress(LayerRaised):
+            subject.predict(subject.inputs())
+        after = {name: id(t) for name, _, t in _unregistered(module, registered)}
+        recomputed = {name for name, _, t in before if after.get(name, id(t)) != id(t)}
+    found = [item for item in before if item[0] not in recomputed]
     if found:
         listed = "; ".join(
             f"{name} ({describe_shapes([t])[0]}) of {owner}" for name, owner, t in found
@@ -256,6 +263,19 @@ def registered_tensors(ctx: Context) -> str:
             attributes=[name for name, _, _ in found],
         )
     return f"{len(registered)} tensor(s), all registered"
+
+
+def _unregistered(module: nn.Module, registered: set[int]) -> list[tuple[str, str, torch.Tensor]]:
+    """(dotted name, owner class, tensor) of every tensor held in a plain attribute."""
+    found = []
+    for prefix, sub in module.named_modules():
+        for attr, value in vars(sub).items():
+            if attr in ("_parameters", "_buffers", "_modules"):
+                continue
+            for where, tensor in _tensors_in(value, attr):
+                if id(tensor) not in registered:
+                    found.append((f"{prefix}.{where}" if prefix else where, type(sub).__name__, tensor))
+    return found
 
 
 def _tensors_in(value: Any, where: str, depth: int = 2) -> Iterator[tuple[str, torch.Tensor]]:

@@ -12,12 +12,14 @@ from layercheck.sdk import (
     CheckFailed,
     CheckSkipped,
     Context,
+    Mode,
     Outputs,
     Subject,
     Target,
     assert_close,
     check,
     describe_shapes,
+    failing,
     identical,
     modules_only,
     nonfinite,
@@ -55,7 +57,11 @@ def state_valid(ctx: Context) -> str:
     graph of the previous step alive (memory grows, "backward through the graph a second
     time"). Fix: update state under ``torch.no_grad()`` (or ``.detach()``), in place
     (``buf.copy_(...)``, ``buf.mul_(...)``), and guard divisions.
+
+    State kept in plain attributes (an int counting filled cache entries, a list of past
+    inputs) is noted: ``state_dict()`` does not save it and ``.to()`` does not move it.
     """
+    _note_hidden_state(ctx)
     initial = ctx.fresh().snapshot()
     if not initial:
         raise CheckSkipped("the layer has no state (no buffers)")
@@ -70,6 +76,20 @@ def state_valid(ctx: Context) -> str:
         for name, old in initial.items():
             _check_buffer(name, old, run.state.get(name), mode, batch)
     return f"{len(initial)} buffer(s) valid after predict and forward"
+
+
+def _note_hidden_state(ctx: Context) -> None:
+    """A note naming the plain attributes that predict or forward change."""
+    for mode in (Mode.PREDICT, Mode.FORWARD):
+        subject = ctx.fresh()
+        before = subject.checkpoint()
+        with failing(f"in {mode.value}"):
+            subject.call(mode, subject.inputs(requires_grad=mode is Mode.FORWARD))
+        changed = [c.removeprefix("attribute ") for c in subject.changes(before) if c.startswith("attribute")]
+        if changed:
+            ctx.note(f"{mode.value} changes {', '.join(changed)}, kept in plain attributes rather than buffers: "
+                     "state_dict() does not save it, .to() does not move it, and reset_state must put it back")
+            return
 
 
 def _check_buffer(name: str, old: torch.Tensor | None, new: torch.Tensor | None, mode: str,

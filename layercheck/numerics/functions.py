@@ -12,7 +12,7 @@ import torch
 
 from layercheck.errors import LayerRaised
 from layercheck.numerics.engine import NotDifferentiable, chunk_sums
-from layercheck.subject import Outputs, Subject, backward_nodes, seeded, user_trace
+from layercheck.subject import Mode, Outputs, Subject, backpropagate, backward_nodes, seeded, user_trace
 
 
 class LayerFunction:
@@ -23,8 +23,10 @@ class LayerFunction:
     state do not change the function between evaluations.
     """
 
-    def __init__(self, subject: Subject, inputs: Sequence[torch.Tensor]) -> None:
+    def __init__(self, subject: Subject, inputs: Sequence[torch.Tensor], *, mode: Mode = Mode.FORWARD) -> None:
+        """``mode``: the training forward, or (Mode.EVAL) the forward in eval mode."""
         self.subject = subject
+        self.mode = mode
         self.inputs = [x.detach() for x in inputs]
         self.parameters = subject.parameters()
         self.input_slots = [i for i, x in enumerate(self.inputs) if x.is_floating_point()]
@@ -35,11 +37,13 @@ class LayerFunction:
     def __len__(self) -> int:
         return len(self.point)
 
-    def call(self, values: Sequence[torch.Tensor] | None = None, *,
-             requires: Sequence[bool] | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def call(self, values: Sequence[torch.Tensor] | None = None, *, requires: Sequence[bool] | None = None,
+             around: Callable[[], AbstractContextManager[Any]] | None = None,
+             ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Run the training forward at ``values`` (the point by default), tensors flagged in
-        ``requires`` requiring grad (all by default). Returns the floating outputs and the
-        tensors that stand for the slots (input leaves, then the parameters)."""
+        ``requires`` requiring grad (all by default); ``around()`` is entered around the layer's
+        own call only, not around setting its inputs and parameters. Returns the floating outputs
+        and the tensors that stand for the slots (input leaves, then the parameters)."""
         values = self.point if values is None else values
         requires = [True] * len(self) if requires is None else list(requires)
         self.subject.rewind(self.state)
@@ -58,7 +62,8 @@ class LayerFunction:
                     p.copy_(value)
             for (_, p), flag in zip(self.parameters, requires[offset:]):
                 p.requires_grad_(flag)
-            raw = self.subject.forward(inputs)
+            with (around or nullcontext)():
+                raw = self.subject.call(self.mode, inputs)
         finally:
             for (_, p), flag in zip(self.parameters, flags):
                 p.requires_grad_(flag)
@@ -84,18 +89,11 @@ class LayerFunction:
         given = list(cotangents(outputs) if callable(cotangents) else cotangents)
         if len(given) != len(outputs):
             raise ValueError(f"{len(given)} cotangents for {len(outputs)} floating outputs")
-        pairs = [(y, w) for y, w in zip(outputs, given) if w is not None and y.requires_grad]
-        wanted = [slot for slot, flag in enumerate(requires) if flag]
+        pairs = [(y, w.to(y.dtype)) for y, w in zip(outputs, given) if w is not None and y.requires_grad]
         grads: list[torch.Tensor | None] = [None] * len(self)
-        if pairs and wanted:
+        if pairs and any(requires):
             with seeded(self.subject.target.seed, self.subject.device), (watch or _no_watch)(outputs):
-                try:
-                    found = torch.autograd.grad([y for y, _ in pairs], [leaves[s] for s in wanted],
-                                                [w.to(y.dtype) for y, w in pairs], allow_unused=True)
-                except Exception as exc:
-                    raise LayerRaised("backward", exc, user_trace(exc)) from exc
-            for slot, g in zip(wanted, found):
-                grads[slot] = None if g is None else g.detach()
+                grads = backpropagate(pairs, leaves)
         return Backprop(grads, [y.detach() for y in outputs], [y.requires_grad for y in outputs], given)
 
     def terms(self, values: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -1,0 +1,135 @@
+"""What a layer's float64 copy really computes: in which precision, and what it holds constant.
+
+Note [float32 islands]
+    A layer may compute part of its float64 path in a lower precision: a statistic taken from
+    ``x.float()`` and cast back (filter-response normalisation, EvoNorm), a constant kept in
+    float32, an autocast region. Its analytic float64 gradient is still right, but its output
+    moves by float32 roundings of that part, which a 1e-8 step flips only here and there: the
+    noise estimate (a median over chunks of the output) sees almost none, the step stays tiny
+    and the differences are pure noise. So the precision is read from what runs: the forward
+    and backward at the point are executed under a dispatch mode that follows every value
+    computed from the inputs and parameters, and the lowest floating precision among them is
+    the precision the differences are taken for (see FiniteDifferences.start_step). Values
+    that do not depend on the inputs or parameters (a float32 mask from a comparison, positions
+    made with ``arange``) are exact under perturbation and do not count.
+
+Note [stop-gradients]
+    A layer may compute part of its training forward under ``torch.no_grad`` and use the result
+    (a power iteration for spectral normalisation, an adaptive step, an exponential moving
+    average of its own weights): autograd then treats that part as a constant by the layer's own
+    choice, while finite differences see it move with the weights, so the two disagree in
+    training mode and agree in eval mode. The same trace records where a value computed from
+    the inputs or parameters inside an explicit ``torch.no_grad`` region (entered from Python;
+    an ``autograd.Function``'s forward, which autograd itself runs without grad, does not count)
+    is used by an operation that records gradients. Running statistics updated under no_grad
+    and not read by the training forward (BatchNorm) are no such use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from layercheck.numerics.functions import LayerFunction
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What one forward and backward of a layer computed from its inputs and parameters."""
+
+    lowest: torch.dtype = torch.float64  # the lowest floating precision among those values
+    stop_gradients: tuple[str, ...] = ()  # operations that used a value computed under torch.no_grad
+
+
+def trace(fn: LayerFunction) -> Trace:
+    """Run the layer's forward and backward at the point under a recorder (Note [float32
+    islands], Note [stop-gradients]); a layer that raises gives what was seen before."""
+    recorder = _Recorder()
+
+    @contextlib.contextmanager
+    def recording() -> Iterator[None]:
+        # inputs and parameters are in place when the layer is called: follow them from there
+        recorder.taint([*fn.point, *(p for _, p in fn.parameters)])
+        with recorder, _explicit_no_grad(recorder):
+            yield
+
+    try:
+        outputs, leaves = fn.call(around=recording)
+        recorder.taint(leaves)
+        differentiable = [y for y in outputs if y.requires_grad]
+        if differentiable:
+            with recorder:
+                torch.autograd.grad([y.sum() for y in differentiable], leaves, allow_unused=True)
+    except Exception:  # the gradient run reports a layer that raises; here nothing more is known
+        pass
+    finally:
+        fn.reset()
+    return Trace(recorder.lowest, tuple(dict.fromkeys(recorder.stopped_uses)))
+
+
+@contextlib.contextmanager
+def _explicit_no_grad(recorder: _Recorder) -> Iterator[None]:
+    """Tell the recorder when Python code switches gradients off (``torch.no_grad``,
+    ``set_grad_enabled(False)``): autograd switches them off for a Function's forward in C++,
+    without passing here."""
+    original = torch._C._set_grad_enabled
+
+    def switch(mode: bool) -> None:
+        recorder.explicit_no_grad = not mode
+        original(mode)
+
+    torch._C._set_grad_enabled = switch
+    try:
+        yield
+    finally:
+        torch._C._set_grad_enabled = original
+
+
+class _Recorder(TorchDispatchMode):
+    """Follows values computed from the marked tensors (by storage) and keeps the lowest
+    floating precision among them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tainted: set[int] = set()
+        self.lowest = torch.float64
+        self.explicit_no_grad = False
+        self.stopped: set[int] = set()  # computed from the inputs under an explicit no_grad
+        self.held: list[torch.Tensor] = []  # those tensors, kept alive so no other reuses their memory
+        self.stopped_uses: list[str] = []
+
+    def taint(self, tensors: list[torch.Tensor]) -> None:
+        for t in tensors:
+            self.tainted.add(_storage(t))
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        grad = torch.is_grad_enabled()
+        if grad and any(_storage(t) in self.stopped for t in inputs):
+            self.stopped_uses.append(str(func.__name__ if hasattr(func, "__name__") else func))
+        if any(t.is_floating_point() and _storage(t) in self.tainted for t in inputs):
+            stopped = not grad and self.explicit_no_grad
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.is_floating_point():
+                    self.tainted.add(_storage(t))
+                    if stopped:
+                        self.stopped.add(_storage(t))
+                        self.held.append(t)
+                    if torch.finfo(t.dtype).eps > torch.finfo(self.lowest).eps:
+                        self.lowest = t.dtype
+        return out
+
+
+def _storage(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return id(t)
