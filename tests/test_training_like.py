@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import layercheck
+
 from conftest import run_zoo
 
 
