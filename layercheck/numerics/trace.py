@@ -80,9 +80,9 @@ def _explicit_no_grad(recorder: _Recorder) -> Iterator[None]:
     without passing here."""
     original = torch._C._set_grad_enabled
 
-    def switch(mode: bool) -> None:
-        recorder.explicit_no_grad = not mode
-        original(mode)
+    def switch(enabled: bool) -> None:
+        recorder.explicit_no_grad = not enabled
+        original(enabled)
 
     torch._C._set_grad_enabled = switch
     try:
