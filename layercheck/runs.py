@@ -91,8 +91,9 @@ def forward_run(ctx: Context, subject: Subject, inputs: Sequence[torch.Tensor] |
     outputs = Outputs.of(subject.forward(inputs, rng_seed=rng_seed)).tensors
     state, attached = subject.snapshot(), _attached(subject)
     change = input_change(subject.inputs(), inputs) if watch_inputs else None
+    values = [t.detach().clone() for t in outputs]  # before backward, which may write into a saved output
     grads = gradients(ctx, subject, inputs, outputs) if backward else []
-    return Run([t.detach() for t in outputs], grads, state, attached, change)
+    return Run(values, grads, state, attached, change)
 
 
 def input_change(originals: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> str | None:
@@ -146,7 +147,7 @@ def cotangents(ctx: Context, outputs: Sequence[torch.Tensor]) -> list[torch.Tens
             return torch.randn(shape, generator=gen, dtype=torch.float64)
 
         values = ctx.shared(("cotangent", i, tuple(out.shape)), draw)
-        result.append(values.to(out.device, out.dtype))
+        result.append(values.to(out.device, out.dtype, copy=True))  # a backward may change it in place
     return result
 
 

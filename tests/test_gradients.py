@@ -125,15 +125,17 @@ def test_same_seed_same_result_other_seed_other_directions() -> None:
     assert numbers(5) != numbers(6)
 
 
-def test_backward_size_sees_what_a_hand_written_backward_returned_and_puts_it_back() -> None:
-    module = load_zoo("backward_size_unreduced")
-    found = results(run(module.LAYER, *module.LAYOUTS))
-    status, message, details = found["backward_size"]
-    assert status == "failed"
-    assert "(4, 3, 5)" in message and "(1, 3, 1)" in message and "input 1" in message
-    assert details["returned"][0]["function"] == "ChannelScale"
-    # autograd summed the gradient to the parameter's size: the gradient check still runs, and it is right
-    assert found["gradients[float64]"][0] == "passed"
+def test_backward_size_judges_a_broadcast_shaped_gradient_as_autograd_does_and_puts_the_backward_back() -> None:
+    module = load_zoo("good_grad_broadcast_shape")
+    report = run(module.LAYER, *module.LAYOUTS)
+    found = results(report)
+    status, message, _ = found["backward_size"]
+    assert status == "passed", message
+    note = next(n for r in report.results if r.check == "backward_size" for n in r.notes)
+    assert "ChannelScale.backward returns the gradient of its input 1 at size (4, 3, 5)" in note
+    assert "57 element(s) (228 bytes) more than needed" in note
+    # autograd summed the gradient to the parameter's size: the gradient checks run, and it is right
+    assert found["gradients[float64]"][0] == "passed" and found["needs_input_grad"][0] == "passed"
     assert "backward" not in vars(module.ChannelScale) or not hasattr(module.ChannelScale.backward, "__wrapped__")
     assert module.ChannelScale.backward.__qualname__ == "ChannelScale.backward"  # the recorder restored it
 

@@ -78,7 +78,25 @@ class RawGradient:
 
     @property
     def wrong(self) -> bool:
-        return self.shape != self.expected_shape or self.dtype != self.expected_dtype
+        """A dtype autograd casts silently, or a size autograd cannot sum to the input's."""
+        return self.dtype != self.expected_dtype or (self.shape != self.expected_shape and not self.broadcast)
+
+    @property
+    def broadcast(self) -> bool:
+        """A size autograd sums to the input's (the input broadcasts to it): right, but wasteful."""
+        if self.shape == self.expected_shape or len(self.expected_shape) > len(self.shape):
+            return False
+        tail = self.shape[len(self.shape) - len(self.expected_shape):]
+        return all(e in (1, s) for e, s in zip(self.expected_shape, tail))
+
+    def waste(self) -> str:
+        """The note for a broadcast-shaped gradient: its size and the memory it costs."""
+        extra = math.prod(self.shape) - math.prod(self.expected_shape)
+        size = extra * torch.empty((), dtype=self.dtype).element_size()
+        return (f"{self.function}.backward returns the gradient of its input {self.position} at size {self.shape} "
+                f"for an input of size {self.expected_shape}; autograd sums it down, so it is right, but it holds "
+                f"{extra} element(s) ({_bytes(size)}) more than needed at this layout: consider "
+                f"grad.sum_to_size({self.expected_shape})")
 
     def describe(self) -> str:
         return (f"{self.function}.backward returned a gradient of size {self.shape} {dtype_name(self.dtype)} "
@@ -143,6 +161,9 @@ class BackwardRecorder:
 
     def wrong(self) -> list[RawGradient]:
         return [r for r in self.records if r.wrong]
+
+    def broadcast(self) -> list[RawGradient]:
+        return [r for r in self.records if r.broadcast and not r.wrong]
 
 
 def _custom_functions(outputs: Sequence[torch.Tensor]) -> list[type[torch.autograd.Function]]:
@@ -260,6 +281,7 @@ def float64_reference(ctx: Context) -> Reference:
 def _judged(ctx: Context, fn: LayerFunction, run: Backprop) -> Reference:
     """The finite differences of ``fn`` and their verdict on its analytic gradient ``run``."""
     fd = FiniteDifferences(fn, [w for w in run.cotangents if w is not None], seed=ctx.seed, outputs=run.outputs)
+    fd.excluded = {slot for slot, g in enumerate(run.grads) if g is None}
     traced = trace(fn)
     fd.precision = traced.lowest
     try:
@@ -408,7 +430,7 @@ def backward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     missing = [name for name, g in zip(names, result.grads) if g is None]
     if missing:
         what = "; ".join(_why_none(name) for name in missing)
-        raise CheckFailed(f"{len(missing)} of {len(names)} tensor(s) receive no gradient: {what}", blocking=True,
+        raise CheckFailed(f"{len(missing)} of {len(names)} tensor(s) receive no gradient: {what}",
                           missing=missing, reached=[n for n in names if n not in missing])
     return f"gradients reach {_count_names(names)}", {"tensors": names, "hand_written_backward": run.recorder.functions}
 
@@ -422,14 +444,17 @@ def backward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
 def backward_size(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Compares the size and dtype of every gradient with its input or parameter, including
     what a hand-written ``backward`` returned before autograd summed it over broadcast
-    dimensions or cast it (autograd does both silently).
+    dimensions or cast it (autograd does both silently), judged as autograd judges them.
 
-    A backward that returns a gradient of another size relies on broadcasting to come out
-    right; with another batch size or layout it raises or sums the wrong dimensions. A
-    gradient in another dtype costs a cast and hides precision loss. Fix: reduce to the
-    input's shape (``grad.sum_to_size(x.shape)``) and return the input's dtype.
+    A gradient in another dtype costs a cast and hides precision loss: it fails. A gradient of
+    a size autograd sums back to the input's (the input broadcasts to it) is right, as it is in
+    PyTorch, and passes with a note on the memory it wastes; one autograd cannot sum back makes
+    the backward raise (backward_runs reports it). Fix: reduce to the input's shape
+    (``grad.sum_to_size(x.shape)``) and return the input's dtype.
     """
     run = float32_run(ctx)
+    for record in run.recorder.broadcast():
+        ctx.note(record.waste())
     wrong = run.recorder.wrong()
     if not wrong:  # a backward that computes in float32 whatever it is given shows only in float64
         try:
@@ -580,6 +605,9 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
                             "the second step of training), float64 analytic gradients", details)
     if second is not None:
         details["second_call"] = second.verdict.to_dict()
+    if ref.fd.excluded:
+        left_out = [names[slot] for slot in sorted(ref.fd.excluded)]
+        details["left_out"] = left_out
     if verdict.passed:
         for note in _dead_tensors(ctx, ref):
             ctx.note(note)
@@ -587,7 +615,12 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
             ctx.note(f"the layer computes in {dtype_name(verdict.precision)} inside even in float64 (a .float() or "
                      f"a {dtype_name(verdict.precision)} constant): its float64 gradients are as precise as that "
                      "allows, and the gradient check was done at that precision")
-        return f"{_count_names(names)}: {_agreement(verdict)}", details
+        judged = [name for slot, name in enumerate(names) if slot not in ref.fd.excluded]
+        message = f"{_count_names(judged)}: {_agreement(verdict)}"
+        if ref.fd.excluded:
+            message += (f"; {', '.join(details['left_out'])} receive(s) no gradient at all (backward_runs reports it) "
+                        "and were left out")
+        return message, details
     raise _disagreement(ref, "float64 analytic gradients", details, eval_mode=_eval_mode_agrees(ctx))
 
 
@@ -808,6 +841,14 @@ def _count_names(names: Sequence[str]) -> str:
     if params:
         parts.append(f"{len(params)} parameter(s)" if len(params) > 3 else ", ".join(params))
     return " and ".join(parts) or "no tensor"
+
+
+def _bytes(count: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    return f"{count} bytes"
 
 
 def _raw_dict(r: RawGradient) -> dict[str, Any]:

@@ -255,6 +255,9 @@ class FiniteDifferences(Generic[F_co]):
         self.cotangents = [w.to(torch.float64) for w in cotangents]
         self.seed = seed
         self.scales = [_scale(v) for v in fn.point]
+        # Slots left out of joint directions: tensors the analytic backward gives no gradient at
+        # all (backward_runs reports them), so that the others are still judged.
+        self.excluded: set[int] = set()
         self.evaluations = 0
         self._terms: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self._directions: dict[str, list[torch.Tensor | None]] = {}
@@ -294,7 +297,7 @@ class FiniteDifferences(Generic[F_co]):
         slot = probe.region.slot if probe.region is not None else probe.slot
         result: list[torch.Tensor | None] = []
         for index, (value, scale) in enumerate(zip(self.fn.point, self.scales)):
-            if slot is not None and index != slot:
+            if (slot is not None and index != slot) or (slot is None and index in self.excluded):
                 result.append(None)
                 continue
             # Drawn in float32 (seven times faster than float64 on a CPU); a direction only

@@ -38,20 +38,22 @@ class LayerFunction:
         return len(self.point)
 
     def call(self, values: Sequence[torch.Tensor] | None = None, *, requires: Sequence[bool] | None = None,
-             around: Callable[[], AbstractContextManager[Any]] | None = None,
+             around: Callable[[list[torch.Tensor]], AbstractContextManager[Any]] | None = None,
              ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Run the training forward at ``values`` (the point by default), tensors flagged in
-        ``requires`` requiring grad (all by default); ``around()`` is entered around the layer's
-        own call only, not around setting its inputs and parameters. Returns the floating outputs
-        and the tensors that stand for the slots (input leaves, then the parameters)."""
+        ``requires`` requiring grad (all by default); ``around(slots)`` is entered around the
+        layer's own call only (not around setting its inputs and parameters), given the tensors
+        that stand for the slots. Returns the floating outputs and those tensors (input leaves,
+        then the parameters)."""
         values = self.point if values is None else values
         requires = [True] * len(self) if requires is None else list(requires)
         self.subject.rewind(self.state)
         inputs = list(self.inputs)
         leaves = []
         for slot, index in enumerate(self.input_slots):
-            value = values[slot].detach()
-            leaf = (value.clone() if value is self.point[slot] else value).requires_grad_(requires[slot])
+            # a copy: a layer that writes into its input (or a backward into a saved input) must
+            # not move the point every later evaluation starts from (backward_pure reports it)
+            leaf = values[slot].detach().clone().requires_grad_(requires[slot])
             inputs[index] = leaf
             leaves.append(leaf)
         offset = len(self.input_slots)
@@ -62,7 +64,8 @@ class LayerFunction:
                     p.copy_(value)
             for (_, p), flag in zip(self.parameters, requires[offset:]):
                 p.requires_grad_(flag)
-            with (around or nullcontext)():
+            slots = leaves + [p for _, p in self.parameters]
+            with around(slots) if around is not None else nullcontext():
                 raw = self.subject.call(self.mode, inputs)
         finally:
             for (_, p), flag in zip(self.parameters, flags):
@@ -90,11 +93,12 @@ class LayerFunction:
         if len(given) != len(outputs):
             raise ValueError(f"{len(given)} cotangents for {len(outputs)} floating outputs")
         pairs = [(y, w.to(y.dtype)) for y, w in zip(outputs, given) if w is not None and y.requires_grad]
+        values = [y.detach().clone() for y in outputs]  # before backward, which may write into a saved output
         grads: list[torch.Tensor | None] = [None] * len(self)
         if pairs and any(requires):
             with seeded(self.subject.target.seed, self.subject.device), (watch or _no_watch)(outputs):
                 grads = backpropagate(pairs, leaves)
-        return Backprop(grads, [y.detach() for y in outputs], [y.requires_grad for y in outputs], given)
+        return Backprop(grads, values, [y.requires_grad for y in outputs], given)
 
     def terms(self, values: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
         """Partial sums of <w_k, y_k> in float64, ``CHUNKS`` per output: shape (outputs, CHUNKS).

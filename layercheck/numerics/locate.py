@@ -170,6 +170,8 @@ def diagnose(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torc
     right: list[str] = []
     step = judge(fd, grads, tolerance).step  # cached: the joint judgement's step
     for slot, name in enumerate(fd.fn.names):
+        if slot in fd.excluded:
+            continue  # no analytic gradient at all: backward_runs reports it
         verdict = judge(fd, grads, tolerance, slot=slot, draws=1, step=step)
         if verdict.passed:
             right.append(name)

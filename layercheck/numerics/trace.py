@@ -53,9 +53,9 @@ def trace(fn: LayerFunction) -> Trace:
     recorder = _Recorder()
 
     @contextlib.contextmanager
-    def recording() -> Iterator[None]:
+    def recording(slots: list[torch.Tensor]) -> Iterator[None]:
         # inputs and parameters are in place when the layer is called: follow them from there
-        recorder.taint([*fn.point, *(p for _, p in fn.parameters)])
+        recorder.taint(slots)
         with recorder, _explicit_no_grad(recorder):
             yield
 

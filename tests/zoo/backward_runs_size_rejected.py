@@ -1,8 +1,8 @@
 """Broken: a per-channel bias whose hand-written backward sums the gradient over the batch
 only, leaving (3, 5) for a (1, 3, 1) bias. Autograd cannot sum that back and raises in the
 middle of back-propagation, so back-propagation does not run: backward_runs fails and says
-which gradient had the wrong size (a size autograd can sum back silently is backward_size's,
-see backward_size_unreduced.py)."""
+which gradient had the wrong size (a size autograd can sum back silently is right, and noted
+by backward_size: see good_grad_broadcast_shape.py)."""
 
 import torch
 
