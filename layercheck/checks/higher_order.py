@@ -79,6 +79,9 @@ def _reference(ctx: Context) -> Reference:
     ref = float64_reference(ctx)
     if not ref.fd.fn.names:
         raise CheckSkipped("the layer has no floating input and no learnable parameter: nothing takes a derivative")
+    if ref.float64_failure is not None:
+        raise CheckSkipped(f"the layer cannot run in float64 ({ref.float64_failure}): higher derivatives are "
+                           "differenced in float64")
     if not ref.verdict.passed:  # only when the gradient check was skipped on purpose (--skip gradients)
         raise CheckSkipped("the float64 first gradients disagree with finite differences (see gradients[float64]): "
                            "higher derivatives are measured against them")

@@ -316,8 +316,9 @@ class FiniteDifferences(Generic[F_co]):
         """Partial sums at the point plus and minus ``step`` along the probe's direction."""
         if probe.key not in self._terms:
             directions = self.directions(probe)
-            plus = [v if u is None else v + probe.step * u for v, u in zip(self.fn.point, directions)]
-            minus = [v if u is None else v - probe.step * u for v, u in zip(self.fn.point, directions)]
+            # in the point's own dtype: a layer that cannot run in float64 is differenced in float32
+            plus = [v if u is None else (v + probe.step * u).to(v.dtype) for v, u in zip(self.fn.point, directions)]
+            minus = [v if u is None else (v - probe.step * u).to(v.dtype) for v, u in zip(self.fn.point, directions)]
             self._terms[probe.key] = (self._evaluate(plus), self._evaluate(minus))
         return self._terms[probe.key]
 
