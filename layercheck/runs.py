@@ -78,7 +78,7 @@ def predict_run(subject: Subject, inputs: Sequence[torch.Tensor] | None = None, 
     ``watch_inputs``, whether the generated inputs were changed)."""
     inputs = subject.inputs() if inputs is None else inputs
     outputs = Outputs.of(subject.predict(inputs, rng_seed=rng_seed)).tensors
-    change = input_change(subject.inputs(), inputs) if watch_inputs else None
+    change = input_change(subject.inputs(), subject.fed) if watch_inputs else None
     return Run([t.detach() for t in outputs], [], subject.snapshot(), _attached(subject), change)
 
 
@@ -90,7 +90,7 @@ def forward_run(ctx: Context, subject: Subject, inputs: Sequence[torch.Tensor] |
     inputs = subject.inputs(requires_grad=True) if inputs is None else inputs
     outputs = Outputs.of(subject.forward(inputs, rng_seed=rng_seed)).tensors
     state, attached = subject.snapshot(), _attached(subject)
-    change = input_change(subject.inputs(), inputs) if watch_inputs else None
+    change = input_change(subject.inputs(), subject.fed) if watch_inputs else None
     values = [t.detach().clone() for t in outputs]  # before backward, which may write into a saved output
     grads = gradients(ctx, subject, inputs, outputs) if backward else []
     return Run(values, grads, state, attached, change)

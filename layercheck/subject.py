@@ -157,6 +157,7 @@ class Subject:
         self.module = module
         self.dtype = dtype or torch.float32
         self.device = device or torch.device("cpu")
+        self.fed: list[Any] = []  # the inputs of the last call as the layer got them
 
     @property
     def kind(self) -> str:
@@ -176,9 +177,19 @@ class Subject:
              grad: bool | None = None) -> Any:
         """Run the layer once: predict (eval, ``predict`` if defined, no grad by default) or
         forward (train, with grad). The random stream is reseeded for the call (``rng_seed``,
-        the target's seed by default) so that dropout-like layers are a fixed function."""
+        the target's seed by default) so that dropout-like layers are a fixed function.
+
+        An input that requires grad reaches the layer as a copy computed from it, as the
+        output of the layer before would inside a network: a layer may then write into it (an
+        in-place activation, a Function that marks its input dirty) as it may in training,
+        and the gradient still reaches the input given. ``self.fed`` holds what the layer got
+        (input_unchanged compares it with the originals)."""
         if grad is None:
             grad = mode is not Mode.PREDICT
+        if grad:
+            inputs = [x.clone() if isinstance(x, torch.Tensor) and x.requires_grad and x.is_leaf else x
+                      for x in inputs]
+        self.fed = list(inputs)
         fn: Callable[..., Any]
         if self.module is not None:
             self.module.train(mode is Mode.FORWARD)

@@ -47,8 +47,9 @@ def _forward(ctx: Context, subject: Subject, inputs: list[torch.Tensor]) -> _Pas
         outputs = [y for y in Outputs.of(subject.forward(inputs)).floating if y.requires_grad]
     ws = cotangents(ctx, outputs)
     live: dict[str, torch.Tensor] = {}
-    for i, x in enumerate(inputs):
-        live[f"input {i}"] = x
+    for i, x in enumerate(subject.fed):  # the inputs as the layer got them
+        if isinstance(x, torch.Tensor):
+            live[f"input {i}"] = x
     for k, (y, w) in enumerate(zip(outputs, ws)):
         live[f"output {k}"] = y
         live[f"grad_output {k}"] = w
