@@ -1,0 +1,78 @@
+"""A battery of correct and deliberately odd custom Functions nobody on the team wrote: PyTorch's
+own ``torch.testing._internal.autograd_function_db``. Each must pass the default suite, or fail
+exactly as written here, with the diagnosis next to it: the known wrong backward passes there
+are true findings (gradcheck agrees on every one), and a change that stops seeing them fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import layercheck
+
+pytest.importorskip("expecttest")  # torch.testing._internal imports it
+from torch.testing._internal.autograd_function_db import autograd_function_db
+
+# name -> (checks that must fail, why)
+FINDINGS: dict[str, tuple[set[str], str]] = {
+    "NumpyCubeNotComposableAutogradFunction": (
+        {"gradients"}, "backward ignores grad_output: it returns 3x² whatever gradient comes in"),
+    "NumpySortAutogradFunction": (
+        {"gradients"}, "forward returns its input unsorted, backward permutes the gradient as if it had sorted"),
+    "CubeGenVmapAutogradFunction": (
+        {"gradients"}, "backward adds 6·dinput where 6·grad_saved·input belongs (misuses the second gradient)"),
+    "ScaleGradGenVmapAutogradFunction": (
+        {"gradients"}, "backward scales the gradient of an identity by 3.14 (a fixture for vmap, wrong on purpose)"),
+    "ZeroGradientsGenVmapAutogradFunction": (
+        {"gradients"}, "backward returns zeros (a fixture for vmap, wrong on purpose)"),
+}
+# name -> why it cannot be expressed as a layercheck target yet
+NOT_EXPRESSIBLE = {
+    "NumpyTakeAutogradFunction": "integer index tensors as inputs: needs inputs with a declared dtype",
+}
+
+
+class _Sample(nn.Module):
+    """One sample of an OpInfo as a layer: its tensors are the inputs, everything else is fixed."""
+
+    def __init__(self, op: Any, template: list[Any], kwargs: dict[str, Any]) -> None:
+        super().__init__()
+        self.op, self.template, self.kwargs = op, template, kwargs
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        given = iter(tensors)
+        return self.op(*[next(given) if a is None else a for a in self.template], **self.kwargs)
+
+
+def _samples() -> list[tuple[str, Any, Any]]:
+    return [(op.name, op, sample) for op in autograd_function_db
+            for sample in op.sample_inputs_func(op, device="cpu", dtype=torch.float32, requires_grad=True)]
+
+
+@pytest.mark.parametrize(("name", "op", "sample"), _samples(), ids=lambda v: v if isinstance(v, str) else "")
+def test_pytorchs_own_autograd_functions_are_judged_right(name: str, op: Any, sample: Any) -> None:
+    arguments = [sample.input, *sample.args]
+    if name in NOT_EXPRESSIBLE:
+        pytest.skip(NOT_EXPRESSIBLE[name])
+    template = [None if isinstance(a, torch.Tensor) else a for a in arguments]
+    layouts = [f"{','.join(map(str, a.shape))}:{'U' * a.dim()}" for a in arguments if isinstance(a, torch.Tensor)]
+    report = layercheck.check_layer(_Sample(op.op, template, sample.kwargs), *layouts)
+    assert report.runs[0].error is None, report.runs[0].error
+    failed = {r.check for r in report.results if r.status.value in ("failed", "error")}
+    expected, why = FINDINGS.get(name, (set(), "correct"))
+    messages = [f"{r.check}[{r.variant}]: {r.message[:300]}" for r in report.results if r.check in failed]
+    assert failed == expected, f"{name} ({why}): failed {sorted(failed)}\n" + "\n".join(messages)
+
+
+def test_the_findings_agree_with_gradcheck() -> None:
+    for name, op, sample in _samples():
+        if name in NOT_EXPRESSIBLE:
+            continue
+        inputs = tuple(t.detach().to(torch.float64).requires_grad_() for t in [sample.input])
+        rest = [a.detach().to(torch.float64) if isinstance(a, torch.Tensor) else a for a in sample.args]
+        agrees = torch.autograd.gradcheck(lambda x, rest=rest, op=op, sample=sample: op.op(x, *rest, **sample.kwargs),
+                                          inputs, raise_exception=False, check_undefined_grad=False)
+        assert agrees == (name not in FINDINGS), name
