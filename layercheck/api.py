@@ -11,11 +11,14 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from torch import nn
 
 from layercheck import __version__, runner
+from layercheck.errors import LoadError, UsageError
+from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.invocation import Invocation, class_reference
 from layercheck.layout import Layout
 from layercheck.loading import is_layer_class
@@ -27,7 +30,7 @@ from layercheck.subject import Target
 
 def check_layer(
     layer: nn.Module | type,
-    *layouts: Layout | str,
+    *layouts: Layout | InputSpec | str,
     seed: int = 0,
     checks: Sequence[str] = (),
     only: Sequence[str] = (),
@@ -38,14 +41,19 @@ def check_layer(
     devices: Sequence[str] = (),
     args: Sequence[Any] = (),
     kwargs: Mapping[str, Any] | None = None,
+    call_kwargs: Mapping[str, Any] | None = None,
     name: str | None = None,
 ) -> Report:
     """Run the checks on one layer and return the report (``report.render("junit")`` etc.).
 
     ``layer`` is an ``nn.Module`` instance (checked on deep copies: the instance itself is
     never called or changed), an ``nn.Module`` class (built with ``args``/``kwargs``) or a
-    ``torch.autograd.Function`` subclass. ``layouts`` give one input each, as ``Layout`` or
-    ``"SIZES:FORMAT"``. ``checks`` (alias ``only``), ``skip`` and ``enable`` select checks by
+    ``torch.autograd.Function`` subclass. ``layouts`` give one positional input each, as
+    ``Layout``, ``InputSpec`` or ``"SIZES:FORMAT"`` with qualifiers (``"8,32:BT dtype=int64
+    values=0:1000"``, as ``--layout`` reads them). ``call_kwargs`` are keyword arguments of the
+    layer's call: a string that starts with a layout is a generated tensor input, anything else
+    is passed as is (``{"key_padding_mask": "4,10:BT dtype=bool", "need_weights": False}``).
+    ``checks`` (alias ``only``), ``skip`` and ``enable`` select checks by
     id, as ``--check``, ``--skip`` and ``--enable`` do; ``tolerance`` overrides per dtype
     (``{"float32": 1e-3}``). Invalid arguments raise ``TypeError`` or a ``UsageError``
     (a ``ValueError``) before anything runs; a layer that cannot be constructed gives a
@@ -57,7 +65,7 @@ def check_layer(
     options = runner.Options(seed=seed, only=tuple(checks) + tuple(only), skip=tuple(skip), enable=tuple(enable),
                              devices=tuple(devices), tolerance=parse_tolerance(dict(tolerance or {}), "tolerance"),
                              timeout=timeout)
-    target = _target(layer, layouts, options=options, args=args, kwargs=kwargs, name=name)
+    target = _target(layer, layouts, options=options, args=args, kwargs=kwargs, call_kwargs=call_kwargs, name=name)
     plan = runner.plan_for(None, options)
     run = runner.run_target(target, plan, options=options, tolerances=runner.tolerances_of(None, options))
     return Report(runs=[run], environment=runner.environment(), version=__version__,
@@ -90,8 +98,9 @@ def failure_message(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _target(layer: nn.Module | type, layouts: Sequence[Layout | str], *, options: runner.Options,
-            args: Sequence[Any], kwargs: Mapping[str, Any] | None, name: str | None) -> Target:
+def _target(layer: nn.Module | type, layouts: Sequence[Layout | InputSpec | str], *, options: runner.Options,
+            args: Sequence[Any], kwargs: Mapping[str, Any] | None, call_kwargs: Mapping[str, Any] | None,
+            name: str | None) -> Target:
     seed = options.seed
     if isinstance(layer, nn.Module):
         if args or kwargs:
@@ -104,12 +113,30 @@ def _target(layer: nn.Module | type, layouts: Sequence[Layout | str], *, options
         raise TypeError("check_layer needs one layout per input, e.g. check_layer(layer, '8,16:BC')")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise TypeError(f"seed must be a non-negative integer, not {seed!r}")
-    parsed = tuple(item if isinstance(item, Layout) else Layout.parse(item) for item in layouts)
+    parsed = [_input(item) for item in layouts]
+    constants = {}
+    for key, value in (call_kwargs or {}).items():
+        if isinstance(value, InputSpec) or (isinstance(value, str) and looks_like_input(value)):
+            parsed.append(replace(_input(value), name=key))
+        else:
+            constants[key] = value
     cls = type(layer) if isinstance(layer, nn.Module) else layer
     name = name or f"{cls.__module__}:{cls.__qualname__}"
     # An instance exists only in this process: its failures are reproduced in Python.
     reference = None if isinstance(layer, nn.Module) else class_reference(cls)
-    invocation = Invocation(reference, layouts=parsed, args=tuple(args), kwargs=dict(kwargs or {}), seed=seed,
-                            tolerance=dict(options.tolerance), devices=options.devices, enable=options.enable)
-    return Target(layer, parsed, args=tuple(args), kwargs=dict(kwargs or {}), seed=seed, name=name,
-                  invocation=invocation)
+    invocation = Invocation(reference, layouts=tuple(parsed), args=tuple(args), kwargs=dict(kwargs or {}),
+                            seed=seed, tolerance=dict(options.tolerance), devices=options.devices,
+                            enable=options.enable, constants=constants)
+    try:
+        return Target(layer, parsed, args=tuple(args), kwargs=dict(kwargs or {}), seed=seed, name=name,
+                      invocation=invocation, constants=constants)
+    except LoadError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _input(item: Layout | InputSpec | str) -> InputSpec:
+    if isinstance(item, InputSpec):
+        return item
+    if isinstance(item, Layout):
+        return InputSpec(item)
+    return parse_input(item, where="layout")

@@ -94,8 +94,8 @@ def _measure(ctx: Context, run: SharedRun) -> Spread:
     for k in range(PERTURBATIONS):
         subject, inputs = _perturbed(ctx, k)
         if run is FORWARD:
-            for x in inputs:
-                x.requires_grad_(x.is_floating_point())
+            for spec, x in zip(ctx.target.specs, inputs):
+                x.requires_grad_(spec.takes_grad)
             other = forward_run(ctx, subject, inputs)
         else:
             other = predict_run(subject, inputs)
@@ -126,14 +126,15 @@ def _named(run: Run) -> tuple[list[str], list[torch.Tensor]]:
 
 
 def _perturbed(ctx: Context, k: int) -> tuple[Subject, list[torch.Tensor]]:
-    """A fresh layer and inputs with every floating element moved one unit in the last place,
+    """A fresh layer and inputs with every element that takes a gradient moved one unit in the last place,
     up or down at random (seeded by the target's seed and ``k``)."""
     gen = torch.Generator().manual_seed(ctx.seed * 1_000_003 + 7_777 + k)
     subject = ctx.fresh()
     with torch.no_grad():
         for _, p in subject.parameters():
             p.copy_(_nudged(p, gen))
-    return subject, [_nudged(x, gen) if x.is_floating_point() else x for x in subject.inputs()]
+    # constant inputs (a mask, a lookup table) stay: only what takes a gradient is rounded anew
+    return subject, [_nudged(x, gen) if spec.takes_grad else x for spec, x in zip(ctx.target.specs, subject.inputs())]
 
 
 def _nudged(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

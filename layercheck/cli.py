@@ -17,6 +17,7 @@ from rich.table import Table
 
 from layercheck import registry, runner, scaffold, workers
 from layercheck.errors import UsageError
+from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.layout import Layout
 from layercheck.loading import TargetNotFound, resolve
 from layercheck.reporting import console as console_report
@@ -66,7 +67,8 @@ def _usage_errors(fn: F) -> F:
 @_usage_errors
 def run(
     targets: Annotated[list[str], typer.Argument(help="Spec files, folders of specs, or layers (file.py[:Class], module:Class).", show_default=False)],
-    layout: Annotated[list[str] | None, typer.Option("--layout", "-l", help="Layout of one input, SIZES:FORMAT (repeat per input) for a layer target.")] = None,
+    layout: Annotated[list[str] | None, typer.Option("--layout", "-l", metavar="'SIZES:FORMAT [dtype=T] [values=V] [grad=no]'", help="One positional input of a layer target, in call order (repeat per input): its layout, and optionally its dtype (float32, int64, bool, ...; default: the check's floating dtype), how values are drawn (LOW:HIGH, uniform:LOW:HIGH, normal:MEAN:STD, positive, a probability for bool) and grad=no for a constant input.")] = None,
+    call_kwarg: Annotated[list[str] | None, typer.Option("--call-kwarg", metavar="NAME=VALUE", help="A keyword argument of the layer's call: NAME='SIZES:FORMAT ...' for a generated tensor (as --layout), else a YAML value passed as is (need_weights=false).")] = None,
     arg: Annotated[list[str] | None, typer.Option("--arg", help="Positional constructor argument for a layer target (YAML value; repeatable).")] = None,
     kwarg: Annotated[list[str] | None, typer.Option("--kwarg", help="Keyword constructor argument NAME=VALUE for a layer target (repeatable).")] = None,
     check: Annotated[list[str] | None, typer.Option("--check", "-c", help="Run only this check (and what it needs); repeatable.")] = None,
@@ -87,10 +89,19 @@ def run(
     layer could not be loaded) or 2 (invalid command line, spec or layout)."""
     fmt = _report_format(format, output)
     part = Shard.parse(shard) if shard is not None else None
-    layouts = [Layout.parse(text) for text in layout or []]
+    inputs = [parse_input(text) for text in layout or []]
+    constants: dict[str, Any] = {}
+    for text in call_kwarg or []:
+        name, sep, value = text.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise UsageError(f"--call-kwarg {text!r}: expected NAME=VALUE")
+        if looks_like_input(value):
+            inputs.append(parse_input(value, name=name.strip(), where=f"--call-kwarg {name.strip()}"))
+        else:
+            constants[name.strip()] = _yaml_value(value, f"--call-kwarg {name.strip()}")
     args = [_yaml_value(text, "--arg") for text in arg or []]
     kwargs = dict(_keyword(text) for text in kwarg or [])
-    specs = _collect_targets(targets, layouts, args, kwargs)
+    specs = _collect_targets(targets, inputs, constants, args, kwargs)
     options = runner.Options(
         seed=seed,
         only=tuple(check or ()),
@@ -167,7 +178,8 @@ def init_command(
     out.print(f"check it: layercheck run {spec_file}", markup=False)
 
 
-def _collect_targets(targets: list[str], layouts: list[Layout], args: list[Any], kwargs: dict[str, Any]) -> list[TargetSpec]:
+def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dict[str, Any], args: list[Any],
+                     kwargs: dict[str, Any]) -> list[TargetSpec]:
     """Spec files, folders of specs and layer references, validated before anything runs."""
     specs: list[TargetSpec] = []
     layer_targets = 0
@@ -184,7 +196,7 @@ def _collect_targets(targets: list[str], layouts: list[Layout], args: list[Any],
             specs.append(load_spec(path))
         else:
             layer_targets += 1
-            if not layouts:
+            if not any(spec.name is None for spec in inputs):
                 raise UsageError(f"{text}: a layer target needs --layout SIZES:FORMAT (once per input), e.g. --layout 24,24,20,128:SSCB")
             try:
                 resolve(text, base_dir=Path.cwd())
@@ -192,9 +204,11 @@ def _collect_targets(targets: list[str], layouts: list[Layout], args: list[Any],
                 raise UsageError(str(exc)) from None
             except Exception:
                 pass  # import errors are the layer's: its run reports them (exit 1)
-            specs.append(TargetSpec(layer=text, layouts=tuple(layouts), args=tuple(args), kwargs=dict(kwargs)))
-    if (layouts or args or kwargs) and not layer_targets:
-        raise UsageError("--layout, --arg and --kwarg apply to layer targets (file.py[:Class], module:Class), not to spec files")
+            specs.append(TargetSpec(layer=text, inputs=tuple(inputs), args=tuple(args), kwargs=dict(kwargs),
+                                    constants=dict(constants)))
+    if (inputs or constants or args or kwargs) and not layer_targets:
+        raise UsageError("--layout, --call-kwarg, --arg and --kwarg apply to layer targets (file.py[:Class], "
+                         "module:Class), not to spec files")
     return specs
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from layercheck import __version__
+from layercheck.inputs import InputSpec
 from layercheck.layout import Layout
 
 
@@ -34,14 +35,19 @@ class Invocation:
 
     target: str | None
     spec: bool = False
-    layouts: tuple[Layout, ...] = ()
+    layouts: tuple[Layout | InputSpec, ...] = ()
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
     tolerance: Mapping[str, float] = field(default_factory=dict)
     devices: tuple[str, ...] = ()
     enable: tuple[str, ...] = ()
+    constants: Mapping[str, Any] = field(default_factory=dict)  # plain keyword values of the call
     version: str = __version__
+
+    @property
+    def inputs(self) -> list[InputSpec]:
+        return [x if isinstance(x, InputSpec) else InputSpec(x) for x in self.layouts]
 
     def reproduce(self, selector: str) -> str:
         """The command that reruns only ``selector`` (``check`` or ``check:variant``)."""
@@ -57,8 +63,16 @@ class Invocation:
             return None
         words = ["layercheck", "run", self.target]
         if not self.spec:
-            for layout in self.layouts:
-                words += ["--layout", str(layout)]
+            for spec in self.inputs:
+                if spec.name is None:
+                    words += ["--layout", spec.describe()]
+                else:
+                    words += ["--call-kwarg", f"{spec.name}={spec.describe()}"]
+            for key, value in self.constants.items():
+                text = _yaml_text(value)
+                if text is None:
+                    return None
+                words += ["--call-kwarg", f"{key}={text}"]
             for value in self.args:
                 text = _yaml_text(value)
                 if text is None:
@@ -80,7 +94,10 @@ class Invocation:
 
     def python(self, selector: str) -> str:
         """The Python call that reruns only ``selector`` on the layer the API was given."""
-        parts = ["layer", *(repr(str(layout)) for layout in self.layouts)]
+        parts = ["layer", *(repr(spec.describe()) for spec in self.inputs if spec.name is None)]
+        keywords = {spec.name: spec.describe() for spec in self.inputs if spec.name is not None}
+        if keywords or self.constants:
+            parts.append(f"call_kwargs={ {**self.constants, **keywords}!r}")
         parts += [f"only=[{selector!r}]", f"seed={self.seed}"]
         if self.tolerance:
             parts.append(f"tolerance={dict(self.tolerance)!r}")

@@ -72,15 +72,15 @@ def invocation_of(spec: TargetSpec, options: Options) -> Invocation:
     if spec.source is not None:
         return Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance, devices=options.devices,
                           enable=options.enable)
-    return Invocation(spec.layer, layouts=spec.layouts, args=spec.args, kwargs=dict(spec.kwargs), seed=seed,
-                      tolerance=tolerance, devices=options.devices, enable=options.enable)
+    return Invocation(spec.layer, layouts=spec.inputs, args=spec.args, kwargs=dict(spec.kwargs), seed=seed,
+                      tolerance=tolerance, devices=options.devices, enable=options.enable, constants=spec.constants)
 
 
 def make_target(spec: TargetSpec, options: Options) -> Target:
     """Resolve the spec's layer class; raises LoadError when it cannot be imported."""
     cls = resolve(spec.layer, base_dir=spec.base_dir)
-    return Target(cls, spec.layouts, args=spec.args, kwargs=dict(spec.kwargs), seed=seed_of(spec, options),
-                  name=spec.name, invocation=invocation_of(spec, options))
+    return Target(cls, spec.inputs, args=spec.args, kwargs=dict(spec.kwargs), seed=seed_of(spec, options),
+                  name=spec.name, invocation=invocation_of(spec, options), constants=spec.constants)
 
 
 def plan_for(spec: TargetSpec | None, options: Options) -> list[Planned]:
@@ -109,7 +109,7 @@ def run_spec(spec: TargetSpec, options: Options, progress: Progress | None = Non
         target = make_target(spec, options)
     except LoadError as exc:
         where = "layer: " if spec.source is not None else ""  # the spec file is the run's name already
-        return RunReport(target=spec.name, kind=None, inputs=[layout.to_dict() for layout in spec.layouts],
+        return RunReport(target=spec.name, kind=None, inputs=spec.input_dicts(),
                          seed=seed_of(spec, options), seconds=time.perf_counter() - start, results=[],
                          error=f"{where}{exc}")
     return run_target(target, plan, options=options, tolerances=tolerances_of(spec, options), progress=progress)
@@ -188,7 +188,7 @@ def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Op
                progress: Progress | None = None) -> RunReport:
     """Run the planned checks on one target, in order, each isolated from the others."""
     start = time.perf_counter()
-    inputs = [layout.to_dict() for layout in target.layouts]
+    inputs = [spec.to_dict() for spec in target.specs]
     session = TargetRun(target, plan, options=options, tolerances=tolerances)
     error = session.start()
     if error is not None:

@@ -10,10 +10,11 @@ from typing import Any
 import yaml
 
 from layercheck.errors import LayoutError, SpecError
+from layercheck.inputs import InputSpec, input_from_mapping
 from layercheck.layout import Layout
 from layercheck.registry import DTYPE_NAMES
 
-_KEYS = ("layer", "args", "kwargs", "inputs", "checks", "seed", "tolerance")
+_KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance")
 _CHECK_KEYS = ("skip", "enable")
 _SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -23,7 +24,7 @@ class TargetSpec:
     """One layer to check: where it is, how to build it, its inputs and check selection."""
 
     layer: str
-    layouts: tuple[Layout, ...]
+    inputs: tuple[InputSpec, ...]
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     skip: tuple[str, ...] = ()
@@ -32,6 +33,16 @@ class TargetSpec:
     tolerance: Mapping[str, float] = field(default_factory=dict)
     base_dir: Path = field(default_factory=Path.cwd)
     source: Path | None = None
+    constants: Mapping[str, Any] = field(default_factory=dict)  # plain keyword values of the call
+
+    @property
+    def layouts(self) -> tuple[Layout, ...]:
+        """The layout of every tensor input (positional, then keyword)."""
+        return tuple(spec.layout for spec in self.inputs)
+
+    def input_dicts(self) -> list[dict[str, Any]]:
+        """The inputs as the report lists them."""
+        return [spec.to_dict() for spec in self.inputs]
 
     @property
     def name(self) -> str:
@@ -86,7 +97,17 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
     inputs = _expect(data, "inputs", list, where, "a list of inputs, each {layout: SIZES:FORMAT}")
     if inputs is None or not inputs:
         raise SpecError(f"{where}: inputs: missing or empty; expected a list like '- layout: 24,24,20,128:SSCB'")
-    layouts = tuple(_parse_input(item, where, f"inputs[{i}]") for i, item in enumerate(inputs))
+    tensors = [_parse_input(item, where, f"inputs[{i}]") for i, item in enumerate(inputs)]
+    call_kwargs = _expect(data, "call_kwargs", dict, where, "a mapping of keyword arguments of the layer's call",
+                          default={})
+    constants: dict[str, Any] = {}
+    for key, value in call_kwargs.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise SpecError(f"{where}: call_kwargs: {key!r} is not a keyword argument name")
+        if isinstance(value, dict) and "layout" in value:
+            tensors.append(_parse_input(value, where, f"call_kwargs.{key}", name=key))
+        else:
+            constants[key] = value
     checks = _expect(data, "checks", dict, where, "a mapping with keys skip and enable", default={})
     _check_keys(checks, _CHECK_KEYS, where, "checks.")
     skip = _id_list(checks, "skip", where)
@@ -101,7 +122,8 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
     base_dir = source.parent if source is not None else Path.cwd()
     return TargetSpec(
         layer=layer.strip(),
-        layouts=layouts,
+        inputs=tuple(tensors),
+        constants=constants,
         args=tuple(args),
         kwargs=dict(kwargs),
         skip=skip,
@@ -146,7 +168,7 @@ def _number(value: object) -> float | None:
     return None
 
 
-def _parse_input(item: object, where: str, key: str) -> Layout:
+def _parse_input(item: object, where: str, key: str, *, name: str | None = None) -> InputSpec:
     if not isinstance(item, dict):
         raise SpecError(f"{where}: {key}: expected a mapping like '{{layout: 24,24,20,128:SSCB}}', got {_kind(item)}")
     for extra in item:
@@ -154,10 +176,12 @@ def _parse_input(item: object, where: str, key: str) -> Layout:
             # YAML's {a: 1,2:B} splits at the comma: the layout arrived as two keys.
             raise SpecError(f"{where}: {key}: the layout was split at a comma; quote it inside braces, "
                             f"e.g. {{layout: '24,24,20,128:SSCB'}}, or write '- layout: 24,24,20,128:SSCB'")
-    _check_keys(item, ("layout",), where, f"{key}.")
     if "layout" not in item:
         raise SpecError(f"{where}: {key}.layout: missing")
-    value = item["layout"]
+    return input_from_mapping(item, _parse_layout(item["layout"], where, key), f"{where}: {key}", name=name)
+
+
+def _parse_layout(value: object, where: str, key: str) -> Layout:
     try:
         if isinstance(value, str):
             return Layout.parse(value)

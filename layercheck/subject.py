@@ -12,7 +12,7 @@ import contextlib
 import copy
 import enum
 import inspect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from torch import nn
 
 from layercheck.errors import LayerRaised, LoadError
 from layercheck.frames import user_trace
+from layercheck.inputs import InputSpec
 from layercheck.invocation import Invocation, class_reference, describe_call
 from layercheck.layout import Layout
 
@@ -37,25 +38,34 @@ class Target:
     def __init__(
         self,
         layer: type | nn.Module,
-        layouts: Sequence[Layout],
+        layouts: Sequence[Layout | InputSpec],
         *,
         args: Sequence[Any] = (),
         kwargs: dict[str, Any] | None = None,
         seed: int = 0,
         name: str | None = None,
         invocation: Invocation | None = None,
+        constants: Mapping[str, Any] | None = None,
     ) -> None:
+        """``layouts``: one per tensor input, positional ones first (a bare Layout is a standard-
+        normal input of the check's dtype); ``constants``: plain keyword arguments of the call."""
         self.instance = layer if isinstance(layer, nn.Module) else None
         self.cls: type = type(layer) if self.instance is not None else layer  # type: ignore[assignment]
         self.kind = "function" if issubclass(self.cls, torch.autograd.Function) else "module"
-        self.layouts = tuple(layouts)
+        self.specs = tuple(x if isinstance(x, InputSpec) else InputSpec(x) for x in layouts)
+        self.layouts = tuple(spec.layout for spec in self.specs)
+        self.constants = dict(constants or {})
+        if self.kind == "function" and (self.constants or any(spec.name for spec in self.specs)):
+            raise LoadError(f"{self.cls.__name__} is an autograd.Function: Fn.apply takes no keyword arguments, so "
+                            "call_kwargs (--call-kwarg) cannot be given to it; pass them positionally as inputs")
         self.args = tuple(args)
         self.kwargs = dict(kwargs or {})
         self.seed = seed
         self.name = name or f"{self.cls.__module__}:{self.cls.__qualname__}"
         if invocation is None:  # a layer built in Python: the command line can name its class at best
             reference = None if self.instance is not None else class_reference(self.cls)
-            invocation = Invocation(reference, layouts=self.layouts, args=self.args, kwargs=self.kwargs, seed=seed)
+            invocation = Invocation(reference, layouts=self.specs, args=self.args, kwargs=self.kwargs, seed=seed,
+                                    constants=self.constants)
         self.invocation = invocation
         self._pristine: nn.Module | None = None
         self._base_inputs: list[torch.Tensor] | None = None
@@ -95,7 +105,7 @@ class Target:
         if self._pristine is None:
             layer = self.construct()
             assert layer is not None
-            initialize(layer, self.layouts, self.base_inputs(torch.float32, torch.device("cpu")), self.seed)
+            initialize(layer, self, self.seed)
             self._pristine = layer
         return self._pristine
 
@@ -117,20 +127,29 @@ class Target:
             return copy.deepcopy(pristine)  # the instance was copied once already (construct)
         layer = self.construct()
         assert layer is not None
-        initialize(layer, self.layouts, self.base_inputs(torch.float32, torch.device("cpu")), self.seed)
+        initialize(layer, self, self.seed)
         _load_tensors(layer, pristine)
         return layer
 
     # -- inputs -----------------------------------------------------------------------------
 
-    def base_inputs(self, dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu") -> list[torch.Tensor]:
-        """Seeded standard-normal inputs, one per layout, as new tensors of ``dtype`` on ``device``."""
-        if self._base_inputs is None:
-            self._base_inputs = []
-            for index, layout in enumerate(self.layouts):
-                gen = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
-                self._base_inputs.append(torch.randn(layout.size, generator=gen, dtype=torch.float64))
-        return [x.to(device=device, dtype=dtype, copy=True) for x in self._base_inputs]
+    @property
+    def positional(self) -> tuple[Layout, ...]:
+        """The layouts of the positional inputs: what ``initialize`` receives."""
+        return tuple(spec.layout for spec in self.specs if spec.name is None)
+
+    def base_inputs(self, dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu", *,
+                    seed: int | None = None) -> list[torch.Tensor]:
+        """The generated inputs, one per input spec, as new tensors on ``device``: floating ones
+        that follow the check's dtype in ``dtype``, the others in their own dtype. ``seed``
+        draws another set of inputs, each as its spec says."""
+        if seed is not None:
+            drawn = [draw(spec, seed + index) for index, spec in enumerate(self.specs)]
+        else:
+            if self._base_inputs is None:
+                self._base_inputs = [draw(spec, self.seed * 1_000_003 + i) for i, spec in enumerate(self.specs)]
+            drawn = self._base_inputs
+        return [x.to(device=device, dtype=input_dtype(spec, dtype), copy=True) for spec, x in zip(self.specs, drawn)]
 
     def inputs(
         self,
@@ -138,14 +157,56 @@ class Target:
         device: torch.device | str = "cpu",
         *,
         requires_grad: bool = False,
+        seed: int | None = None,
     ) -> list[torch.Tensor]:
-        """Fresh copies of the generated inputs (leaf tensors)."""
-        xs = self.base_inputs(dtype, device)
+        """Fresh copies of the generated inputs (leaf tensors); with ``requires_grad``, those
+        that take a gradient (floating, not declared constant) require it; ``seed`` draws
+        another set."""
+        xs = self.base_inputs(dtype, device, seed=seed)
         if requires_grad:
-            for x in xs:
-                if x.is_floating_point() or x.is_complex():
+            for spec, x in zip(self.specs, xs):
+                if spec.takes_grad:
                     x.requires_grad_(True)
         return xs
+
+    def split(self, inputs: Sequence[Any]) -> tuple[list[Any], dict[str, Any]]:
+        """A call's arguments from its tensor inputs: the positional ones, and the keyword ones
+        with the plain keyword values."""
+        positional = [x for spec, x in zip(self.specs, inputs) if spec.name is None]
+        keywords = {spec.name: x for spec, x in zip(self.specs, inputs) if spec.name is not None}
+        return positional, {**self.constants, **keywords}
+
+    def observation(self, index: int, seed: int) -> torch.Tensor:
+        """Another observation (batch of one) of input ``index``, drawn as that input is drawn."""
+        spec = self.specs[index]
+        dim = spec.layout.batch_dim
+        assert dim is not None
+        one = InputSpec(spec.layout.with_size("B", 1), spec.dtype, spec.values, spec.requires_grad, spec.name)
+        return draw(one, seed)
+
+
+def input_dtype(spec: InputSpec, dtype: torch.dtype) -> torch.dtype:
+    """The dtype of an input in a run whose floating inputs are ``dtype``."""
+    if spec.dtype == "float":
+        return dtype
+    return getattr(torch, spec.dtype)
+
+
+def draw(spec: InputSpec, seed: int) -> torch.Tensor:
+    """An input's values, seeded: float64 for floating inputs (cast for each run), int64 or
+    bool for the others."""
+    gen = torch.Generator().manual_seed(seed)
+    size, values = spec.layout.size, spec.values
+    if values.distribution == "integers":
+        return torch.randint(int(values.low), int(values.high), size, generator=gen, dtype=torch.int64)
+    if values.distribution == "bernoulli":
+        return torch.rand(size, generator=gen, dtype=torch.float64) < values.p
+    if values.distribution == "uniform":
+        return values.low + (values.high - values.low) * torch.rand(size, generator=gen, dtype=torch.float64)
+    x = torch.randn(size, generator=gen, dtype=torch.float64)
+    if values.distribution == "positive":
+        return x.abs()
+    return x * values.std + values.mean
 
 
 class Subject:
@@ -197,9 +258,10 @@ class Subject:
         else:
             fn = self.target.cls.apply  # type: ignore[attr-defined]  # an autograd.Function subclass
         seed = self.target.seed if rng_seed is None else rng_seed
+        positional, keywords = self.target.split(inputs)
         with seeded(seed, self.device), torch.set_grad_enabled(grad):
             try:
-                return fn(*inputs)
+                return fn(*positional, **keywords)
             except Exception as exc:
                 raise LayerRaised(mode.value, exc, user_trace(exc)) from exc
 
@@ -368,21 +430,23 @@ def _storage(t: torch.Tensor) -> int:
 # -- helpers shared by checks -----------------------------------------------------------------
 
 
-def initialize(layer: nn.Module, layouts: Sequence[Layout], inputs: Sequence[torch.Tensor], seed: int) -> None:
-    """Run the layer's ``initialize(*layouts)`` hook, or a lazy module's first call."""
+def initialize(layer: nn.Module, target: Target, seed: int) -> None:
+    """Run the layer's ``initialize(*layouts)`` hook (one layout per positional input), or a
+    lazy module's first call on the generated float32 inputs."""
     hook = getattr(layer, "initialize", None)
     if callable(hook):
         with seeded(seed):
             try:
-                hook(*layouts)
+                hook(*target.positional)
             except Exception as exc:
                 raise LayerRaised("initialize", exc, user_trace(exc)) from exc
     if has_uninitialized_parameters(layer):
         was_training = layer.training
         layer.eval()
+        positional, keywords = target.split(target.inputs(torch.float32))
         with seeded(seed), torch.no_grad():
             try:
-                layer(*[x.to(torch.float32) for x in inputs])
+                layer(*positional, **keywords)
             except Exception as exc:
                 raise LayerRaised("initialize", exc, user_trace(exc)) from exc
         layer.train(was_training)
@@ -495,8 +559,9 @@ def accelerators() -> tuple[str, ...]:
     return tuple(found)
 
 
-def signature_accepts(fn: Any, count: int, *, skip_first: bool = False) -> str | None:
-    """None when ``fn`` can be called with ``count`` positional arguments, else why not."""
+def signature_accepts(fn: Any, count: int, *, skip_first: bool = False, keywords: Sequence[str] = ()) -> str | None:
+    """None when ``fn`` can be called with ``count`` positional arguments and the ``keywords``,
+    else why not."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -506,9 +571,10 @@ def signature_accepts(fn: Any, count: int, *, skip_first: bool = False) -> str |
         params = params[1:]
     sig = sig.replace(parameters=params)
     try:
-        sig.bind(*([None] * count))
+        sig.bind(*([None] * count), **dict.fromkeys(keywords))
     except TypeError as exc:
-        return f"{getattr(fn, '__qualname__', fn)}{sig} cannot take {count} input(s): {exc}"
+        named = f" and the keyword argument(s) {', '.join(keywords)}" if keywords else ""
+        return f"{getattr(fn, '__qualname__', fn)}{sig} cannot take {count} input(s){named}: {exc}"
     return None
 
 

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from layercheck.layout import Layout
+from layercheck.inputs import looks_like_input, parse_input
 from layercheck.registry import select
 from layercheck.result import RunReport
 from layercheck.runner import Options, run_target
@@ -36,13 +36,21 @@ def load_zoo(name: str) -> ModuleType:
 def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = (), seed: int = 0) -> RunReport:
     """Run the default checks (or ``only`` these) on one zoo layer."""
     module = load_zoo(name)
+    inputs = [parse_input(text) for text in module.LAYOUTS]
+    constants = {}
+    for key, value in getattr(module, "CALL_KWARGS", {}).items():
+        if isinstance(value, str) and looks_like_input(value):
+            inputs.append(parse_input(value, name=key))
+        else:
+            constants[key] = value
     target = Target(
         module.LAYER,
-        [Layout.parse(text) for text in module.LAYOUTS],
+        inputs,
         args=getattr(module, "ARGS", ()),
         kwargs=getattr(module, "KWARGS", {}),
         seed=seed,
         name=f"tests/zoo/{name}.py",
+        constants=constants,
     )
     plan = select(only=only, enable=tuple(getattr(module, "ENABLE", ())) + enable)
     return run_target(target, plan, options=Options(seed=seed))

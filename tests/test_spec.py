@@ -47,7 +47,7 @@ tolerance: {float32: 1.0e-3}
         ("layer: a.py\ninputs: [{layout: '24,24:SSCB'}]\n", 'inputs[0].layout: "24,24:SSCB": 2 sizes but 4 labels'),
         ("layer: a.py\ninputs: [{layout: 24,24:SSCB}]\n", "inputs[0]: the layout was split at a comma; quote it"),
         ("layer: a.py\ninputs:\n  - layout: 2:B\n  - layout: 2,2:CC\n", 'inputs[1].layout: "2,2:CC": 2 C labels'),
-        ("layer: a.py\ninputs: [{layout: 2:B, dtype: x}]\n", "inputs[0].dtype: unknown key"),
+        ("layer: a.py\ninputs: [{layout: 2:B, colour: x}]\n", "inputs[0].colour: unknown key"),
         ("layer: a.py\ninputs: {layout: 2:B}\n", "inputs: expected a list"),
         ("layer: [a]\ninputs: [{layout: 2:B}]\n", "layer: expected a layer reference"),
         ("inputs: [{layout: 2:B}]\n", "layer: missing"),

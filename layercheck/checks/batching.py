@@ -64,8 +64,8 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
     dims = [layout.batch_dim for layout in ctx.layouts]
     size = next(x.shape[d] for x, d in zip(inputs, dims) if d is not None)
     if size == 1:
-        inputs = [x if d is None else torch.cat([x, _another_observation(x, d, ctx.seed)], d)
-                  for x, d in zip(inputs, dims)]
+        inputs = [x if d is None else torch.cat([x, _another_observation(ctx, k, x, d)], d)
+                  for k, (x, d) in enumerate(zip(inputs, dims))]
         size = 2
         batched = predict_run(subject, inputs).outputs
         subject.rewind(initial)
@@ -114,10 +114,7 @@ def _batch_dims(batched: list[torch.Tensor], single: list[torch.Tensor], size: i
     return dims
 
 
-def _another_observation(x: torch.Tensor, dim: int, seed: int) -> torch.Tensor:
-    """A second seeded standard-normal observation, so a layout with one observation still
-    gets a batch to compare against."""
-    shape = list(x.shape)
-    shape[dim] = 1
-    gen = torch.Generator().manual_seed(seed * 1_000_003 + 104_729)
-    return torch.randn(shape, generator=gen, dtype=torch.float64).to(x.device, x.dtype)
+def _another_observation(ctx: Context, index: int, x: torch.Tensor, dim: int) -> torch.Tensor:
+    """A second seeded observation of input ``index``, drawn as that input is drawn, so a layout
+    with one observation still gets a batch to compare against."""
+    return ctx.target.observation(index, ctx.seed * 1_000_003 + 104_729).to(x.device, x.dtype)

@@ -122,7 +122,8 @@ def export_matches_eager(ctx: Context) -> tuple[str, dict[str, Any]]:
     # Captured without grad, as predict runs: a layer may branch on torch.is_grad_enabled().
     with _quiet() as console, seeded(ctx.seed), torch.no_grad():
         try:
-            program = torch.export.export(module, tuple(inputs), **options)
+            positional, keywords = ctx.target.split(inputs)
+            program = torch.export.export(module, tuple(positional), keywords, **options)
         except Exception as exc:
             raise _capture_failed("torch.export could not capture predict", exc, console,
                                   via=f"torch.export ({how})") from exc
@@ -130,7 +131,7 @@ def export_matches_eager(ctx: Context) -> tuple[str, dict[str, Any]]:
     exported = program.module()
     with _quiet() as console, seeded(ctx.seed), torch.no_grad():
         try:
-            outputs = Outputs.of(exported(*inputs)).tensors
+            outputs = Outputs.of(exported(*positional, **keywords)).tensors
         except Exception as exc:
             raise _capture_failed("the exported program raised on the inputs it was captured with"
                                   + _resized_state(ctx, subject), exc, console, via=f"torch.export ({how})") from exc

@@ -202,7 +202,7 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     label, make = usable[-1]
     reference_f = reference_forward(ctx)
     subject = ctx.fresh()
-    inputs = [make(x).detach().requires_grad_(x.is_floating_point()) for x in subject.inputs()]
+    inputs = [make(x).detach().requires_grad_(spec.takes_grad) for spec, x in zip(ctx.target.specs, subject.inputs())]
     with _failing_with(label):
         forwarded = forward_run(ctx, subject, inputs)
     names, expected, actual = comparable(reference_f, forwarded)

@@ -254,11 +254,12 @@ def _nudge(module: nn.Module, seed: int) -> None:
 def _construct(ctx: Context, *, seed: int) -> nn.Module:
     """A new instance from the same constructor call and ``initialize``, seeded ``seed``."""
     target = ctx.target
-    other = Target(target.instance if target.instance is not None else target.cls, target.layouts,
-                   args=target.args, kwargs=target.kwargs, seed=seed, name=target.name, invocation=target.invocation)
+    other = Target(target.instance if target.instance is not None else target.cls, target.specs,
+                   args=target.args, kwargs=target.kwargs, seed=seed, name=target.name, invocation=target.invocation,
+                   constants=target.constants)
     module = other.construct()
     assert module is not None
-    initialize(module, target.layouts, target.base_inputs(torch.float32), seed)
+    initialize(module, other, seed)
     return module
 
 

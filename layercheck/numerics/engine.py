@@ -51,6 +51,16 @@ Note [precision]
     step grows (up to 1e-3) until it does not, the noise is measured again at that step, and
     the central difference is extrapolated from h and 2h (Richardson), which removes its h²
     truncation error: such layers are still checked, at the precision they have.
+
+Note [domains]
+    An input declared on a domain (``values: positive``, ``uniform`` in [low, high)) must never be
+    stepped out of it: a log or sqrt layer gives NaN there. Elements within reach of a bound
+    (four times the largest step the engine may take, along the direction drawn for them) get
+    their direction turned inward, and a direction that has such elements is differenced on one
+    side only, with the second-order one-sided formula (−3·L(x) + 4·L(x + h·u) − L(x + 2h·u)) / 2h:
+    the elements near the bound, where a backward wrong near the bound is wrong, are still
+    differenced, from inside. Its rounding noise is sqrt(26)/sqrt(2) times the central
+    difference's, and the noise estimate uses the one-sided second difference.
 """
 
 from __future__ import annotations
@@ -258,6 +268,9 @@ class FiniteDifferences(Generic[F_co]):
         # Slots left out of joint directions: tensors the analytic backward gives no gradient at
         # all (backward_runs reports them), so that the others are still judged.
         self.excluded: set[int] = set()
+        # Note [domains]: the interval each slot must stay in, None where it is unbounded
+        self.domains: list[tuple[float, float] | None] = list(getattr(fn, "domains", None) or [None] * len(fn.point))
+        self._inward: dict[str, bool] = {}
         self.evaluations = 0
         self._terms: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self._directions: dict[str, list[torch.Tensor | None]] = {}
@@ -288,8 +301,31 @@ class FiniteDifferences(Generic[F_co]):
         if key not in self._directions:
             if len(self._directions) >= KEPT_DIRECTIONS:
                 self._directions.pop(next(iter(self._directions)))
-            self._directions[key] = self._draw(probe)
+            self._directions[key] = self._inwards(key, self._draw(probe))
         return self._directions[key]
+
+    def inward(self, probe: Probe) -> bool:
+        """Whether the probe's direction is differenced on one side only (Note [domains])."""
+        self.directions(probe)
+        return self._inward[f"{probe.draw}|{probe.slot}|{probe.region}"]
+
+    def _inwards(self, key: str, directions: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+        """Turn the directions of elements near a bound of their domain inward (Note [domains])."""
+        reach = 4 * max(MAX_STEP, self.start_step)
+        near = False
+        for index, (u, value, domain) in enumerate(zip(directions, self.fn.point, self.domains)):
+            if u is None or domain is None:
+                continue
+            low, high = domain
+            x = value.detach().to(torch.float64)
+            span = reach * u.abs()
+            close_low, close_high = x - span <= low, x + span >= high
+            if bool(close_low.any()) or bool(close_high.any()):
+                near = True
+                turned = torch.where(close_low, u.abs(), u)
+                directions[index] = torch.where(close_high & ~close_low, -u.abs(), turned)
+        self._inward[key] = near
+        return directions
 
     def _draw(self, probe: Probe) -> list[torch.Tensor | None]:
         key = f"{self.seed}|{probe.draw}|{probe.slot}|{probe.region}"
@@ -313,13 +349,15 @@ class FiniteDifferences(Generic[F_co]):
         return result
 
     def measure(self, probe: Probe) -> tuple[torch.Tensor, torch.Tensor]:
-        """Partial sums at the point plus and minus ``step`` along the probe's direction."""
+        """Partial sums at the point plus and minus ``step`` along the probe's direction — or,
+        for a direction differenced on one side (Note [domains]), at plus one and plus two steps."""
         if probe.key not in self._terms:
             directions = self.directions(probe)
+            second = 2 * probe.step if self.inward(probe) else -probe.step
             # in the point's own dtype: a layer that cannot run in float64 is differenced in float32
             plus = [v if u is None else (v + probe.step * u).to(v.dtype) for v, u in zip(self.fn.point, directions)]
-            minus = [v if u is None else (v - probe.step * u).to(v.dtype) for v, u in zip(self.fn.point, directions)]
-            self._terms[probe.key] = (self._evaluate(plus), self._evaluate(minus))
+            other = [v if u is None else (v + second * u).to(v.dtype) for v, u in zip(self.fn.point, directions)]
+            self._terms[probe.key] = (self._evaluate(plus), self._evaluate(other))
         return self._terms[probe.key]
 
     # -- noise -------------------------------------------------------------------------------
@@ -334,13 +372,19 @@ class FiniteDifferences(Generic[F_co]):
         key = (step, refined, correlated)
         if key not in self._noise:
             base = self.base()
+            inward = self.inward(Probe(0, step))
             up, down = self.measure(Probe(0, step))
-            residual = up + down - 2 * base
+            # S(h): L(x+h) + L(x-h) - 2 L(x), or one-sided L(x+2h) - 2 L(x+h) + L(x)
+            residual = down - 2 * up + base if inward else up + down - 2 * base
             variance_ratio = 6  # S(h) sums four evaluations' noise: 1 + 1 + 4
             if refined:
                 up2, down2 = self.measure(Probe(0, 2 * step))
-                residual = 4 * residual - (up2 + down2 - 2 * base)
-                variance_ratio = 70  # 16 + 16 + 36 + 1 + 1
+                if inward:  # -L(x+4h) + 6 L(x+2h) - 8 L(x+h) + 3 L(x); L(x+2h) is in both
+                    residual = 4 * residual - (down2 - 2 * up2 + base)
+                    variance_ratio = 110  # 1 + 36 + 64 + 9
+                else:
+                    residual = 4 * residual - (up2 + down2 - 2 * base)
+                    variance_ratio = 70  # 16 + 16 + 36 + 1 + 1
             total = 0.0
             for k, w in enumerate(self.cotangents):
                 used = _chunks_used(w.numel())
@@ -433,13 +477,20 @@ class FiniteDifferences(Generic[F_co]):
         h = probe.step
         up, down = sums(h)
         base = float(self.base()[rows].sum())
-        numeric = (up - down) / (2 * h)
-        noise = self.noise_bound(h)
+        inward = self.inward(probe)
+
+        def difference(first: float, second: float, step: float) -> float:
+            if inward:  # second-order one-sided, from L(x + step·u) and L(x + 2·step·u)
+                return (-3 * base + 4 * first - second) / (2 * step)
+            return (first - second) / (2 * step)
+
+        numeric = difference(up, down, h)
+        noise = self.noise_bound(h) * (math.sqrt(13) if inward else 1.0)  # sqrt(9 + 16 + 1) over sqrt(2)
         if h > BASE_STEP:
             up2, down2 = sums(2 * h)
-            numeric = (4 * numeric - (up2 - down2) / (4 * h)) / 3
+            numeric = (4 * numeric - difference(up2, down2, 2 * h)) / 3
             noise *= 1.35  # the extrapolation's noise: sqrt(8 + 1/8) / 3 over the central's 1 / sqrt(2)
-        one_sided = ((up - base) / h, (base - down) / h)
+        one_sided = ((up - base) / h, (down - up) / h) if inward else ((up - base) / h, (base - down) / h)
         analytic = sum(float((g.detach().to(u.device, torch.float64) * u).sum())
                        for g, u in zip(grads, self.directions(probe)) if g is not None and u is not None)
         spread = self.spread(probe, grads) if spread is None else spread

@@ -29,9 +29,15 @@ class LayerFunction:
         self.mode = mode
         self.inputs = [x.detach() for x in inputs]
         self.parameters = subject.parameters()
-        self.input_slots = [i for i, x in enumerate(self.inputs) if x.is_floating_point()]
+        specs = subject.target.specs
+        # the inputs that take a gradient: floating ones not declared constant (not masks or indices)
+        self.input_slots = [i for i, x in enumerate(self.inputs) if x.is_floating_point()
+                            and (i >= len(specs) or specs[i].takes_grad)]
         self.names = [f"input {i}" for i in self.input_slots] + [f"parameter {n!r}" for n, _ in self.parameters]
         self.point = [self.inputs[i] for i in self.input_slots] + [p.detach().clone() for _, p in self.parameters]
+        # the interval each slot must stay in when differenced (Note [domains] in engine.py)
+        self.domains = [specs[i].values.domain if i < len(specs) else None for i in self.input_slots]
+        self.domains += [None] * len(self.parameters)
         self.state = subject.checkpoint()
 
     def __len__(self) -> int:
@@ -140,6 +146,7 @@ class GradientFunction:
         self.contraction = torch.cat([u.detach().to(torch.float64).reshape(-1) for u in contraction])
         self.point = list(fn.point) + [self.cotangents[k].detach() for k in self.outputs]  # type: ignore[union-attr]
         self.names = list(fn.names) + [f"grad_output {k}" for k in self.outputs]
+        self.domains = list(fn.domains) + [None] * len(self.outputs)
         self.detached = False  # set by gradient(): no slot of the first gradient required grad
         self.delayed = False  # set by gradient(): the first gradient's graph holds a node that raises
 
