@@ -21,11 +21,10 @@ from layercheck.errors import LoadError, UsageError
 from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.invocation import Invocation, class_reference
 from layercheck.layout import Layout
-from layercheck.loading import is_layer_class
 from layercheck.reporting.details import label
 from layercheck.result import Report
 from layercheck.spec import parse_tolerance
-from layercheck.subject import Target
+from layercheck.subject import Target, display_name, kind_of
 
 
 def check_layer(
@@ -105,10 +104,14 @@ def _target(layer: nn.Module | type, layouts: Sequence[Layout | InputSpec | str]
     if isinstance(layer, nn.Module):
         if args or kwargs:
             raise TypeError("args and kwargs build a layer from its class; an instance is already built")
-    elif not is_layer_class(layer):
+    elif kind_of(layer) is None:
         kind = "class" if inspect.isclass(layer) else type(layer).__name__
-        raise TypeError(f"check_layer takes an nn.Module instance or an nn.Module or torch.autograd.Function "
-                        f"subclass, not {getattr(layer, '__qualname__', layer)!r} ({kind})")
+        raise TypeError(f"check_layer takes an nn.Module instance, an nn.Module or torch.autograd.Function "
+                        f"subclass, a custom operator or a function, not {getattr(layer, '__qualname__', layer)!r} "
+                        f"({kind})")
+    elif kind_of(layer) != "module" and (args or kwargs):
+        raise TypeError("args and kwargs are constructor arguments: only a module class is constructed "
+                        "(give an operation's other arguments as inputs or call_kwargs)")
     if not layouts:
         raise TypeError("check_layer needs one layout per input, e.g. check_layer(layer, '8,16:BC')")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -121,9 +124,9 @@ def _target(layer: nn.Module | type, layouts: Sequence[Layout | InputSpec | str]
         else:
             constants[key] = value
     cls = type(layer) if isinstance(layer, nn.Module) else layer
-    name = name or f"{cls.__module__}:{cls.__qualname__}"
+    name = name or display_name(cls)
     # An instance exists only in this process: its failures are reproduced in Python.
-    reference = None if isinstance(layer, nn.Module) else class_reference(cls)
+    reference = None if isinstance(layer, nn.Module) else class_reference(getattr(cls, "_init_fn", cls))
     invocation = Invocation(reference, layouts=tuple(parsed), args=tuple(args), kwargs=dict(kwargs or {}),
                             seed=seed, tolerance=dict(options.tolerance), devices=options.devices,
                             enable=options.enable, constants=constants)

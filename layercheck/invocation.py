@@ -120,8 +120,8 @@ def class_reference(cls: type) -> str | None:
     an installed package, ``path/to/file.py:Class`` (relative to the working folder when
     inside it) for a class in the user's own files, None for a class defined inside a
     function (nothing outside the process can name it)."""
-    qualname = cls.__qualname__
-    if "<locals>" in qualname:
+    qualname = getattr(cls, "__qualname__", None)
+    if not isinstance(qualname, str) or "<locals>" in qualname:
         return None
     module = sys.modules.get(cls.__module__)
     file = getattr(module, "__file__", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -9,10 +10,12 @@ import inspect
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from layercheck.errors import LoadError
+from layercheck.subject import kind_of
 
 
 class TargetNotFound(LoadError):
@@ -25,10 +28,6 @@ def is_layer_class(obj: object) -> bool:
     )
 
 
-def kind_of(cls: type) -> str:
-    return "function" if issubclass(cls, torch.autograd.Function) else "module"
-
-
 def split_reference(reference: str) -> tuple[str, str | None]:
     """``"a/b.py:Cls"`` -> ``("a/b.py", "Cls")``; a Windows drive colon is not a separator."""
     head, sep, tail = reference.rpartition(":")
@@ -37,8 +36,12 @@ def split_reference(reference: str) -> tuple[str, str | None]:
     return head, tail
 
 
-def resolve(reference: str, *, base_dir: Path | None = None) -> type:
-    """The layer class a reference names; relative file paths are taken from ``base_dir``."""
+def resolve(reference: str, *, base_dir: Path | None = None) -> Any:
+    """What a reference names — a layer class, an ``autograd.Function``, a custom operator or
+    a function; relative file paths are taken from ``base_dir``. ``torch.ops.ns.name`` names an
+    operator already registered."""
+    if reference.startswith("torch.ops."):
+        return _registered_op(reference)
     where, name = split_reference(reference)
     if where.endswith(".py") or "/" in where or "\\" in where:
         path = Path(where)
@@ -49,15 +52,38 @@ def resolve(reference: str, *, base_dir: Path | None = None) -> type:
         module = _import_module(where, reference)
     if name is None:
         return _only_candidate(module, reference)
-    obj = module
+    obj: Any = module
     for part in name.split("."):
         if not hasattr(obj, part):
-            found = ", ".join(c.__name__ for c in _candidates(module)) or "none"
-            raise TargetNotFound(f"{reference}: no class {name!r} in {where} (layer classes there: {found})")
+            raise TargetNotFound(f"{reference}: no {name!r} in {where}{_suggestions(module, name)}")
         obj = getattr(obj, part)
-    if not is_layer_class(obj):
-        raise LoadError(f"{reference}: {name} is not a torch.nn.Module or torch.autograd.Function subclass")
-    return obj  # type: ignore[return-value]
+    if kind_of(obj) is None:
+        raise LoadError(f"{reference}: {name} is not a torch.nn.Module or torch.autograd.Function subclass, a "
+                        "custom operator (torch.library.custom_op) or a function")
+    return obj
+
+
+def _registered_op(reference: str) -> Any:
+    namespace, _, name = reference.removeprefix("torch.ops.").replace(":", ".").partition(".")
+    try:
+        return getattr(getattr(torch.ops, namespace), name)
+    except (AttributeError, RuntimeError):
+        raise TargetNotFound(f"{reference}: no operator {namespace}::{name} is registered (import the module that "
+                             "defines it, or name it as module:operator)") from None
+
+
+def _suggestions(module: object, name: str) -> str:
+    """``; did you mean 'Conv2d'? (layer classes there: ...)``: close names among the module's
+    public layers (defined there or re-exported, as a package does), and a few of them."""
+    public = [key for key, obj in vars(module).items() if not key.startswith("_") and kind_of(obj) is not None
+              and not inspect.ismodule(obj)]
+    classes = [key for key in public if is_layer_class(getattr(module, key))] or public
+    close = difflib.get_close_matches(name, public, n=1, cutoff=0.6)
+    if not close:
+        close = [key for key in public if key.lower() == name.lower()][:1]
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    listed = ", ".join(sorted(classes)[:12]) + (", ..." if len(classes) > 12 else "") if classes else "none"
+    return f"{hint} (layers there: {listed})"
 
 
 def _import_file(path: Path, reference: str) -> object:
@@ -99,26 +125,36 @@ def _import_module(name: str, reference: str) -> object:
         raise LoadError(f"{reference}: importing {name} raised {_describe(exc)}") from None
 
 
-def _candidates(module: object) -> list[type]:
-    """Public layer classes defined in the module itself (not imported into it)."""
-    found: list[type] = []
+def _candidates(module: object) -> list[Any]:
+    """Public targets defined in the module itself (not imported into it): its layer classes
+    (modules first), else its custom operators, else its functions."""
+    here = getattr(module, "__name__", None)
+    found: list[Any] = []
     for key, obj in vars(module).items():
-        if (not key.startswith("_") and is_layer_class(obj) and obj not in found
-                and obj.__module__ == getattr(module, "__name__", None)):
+        defined = getattr(obj, "_init_fn", obj)
+        if (not key.startswith("_") and kind_of(obj) is not None and obj not in found
+                and getattr(defined, "__module__", None) == here):
             found.append(obj)  # once, even when bound to two names (LAYER = Layer)
-    modules = [c for c in found if issubclass(c, torch.nn.Module)]
-    return modules or found
+    for kind in ("module", "function", "operator", "callable"):  # the first kind the module defines
+        of_kind = [obj for obj in found if kind_of(obj) == kind]
+        if of_kind:
+            return of_kind
+    return []
 
 
-def _only_candidate(module: object, reference: str) -> type:
+def _only_candidate(module: object, reference: str) -> Any:
     found = _candidates(module)
     if len(found) == 1:
         return found[0]
     if not found:
-        raise TargetNotFound(f"{reference}: defines no torch.nn.Module or torch.autograd.Function subclass")
-    names = ", ".join(c.__name__ for c in found)
-    raise TargetNotFound(f"{reference}: holds several layer classes ({names}); "
-                         f"name one, e.g. {reference}:{found[0].__name__}")
+        raise TargetNotFound(f"{reference}: defines no torch.nn.Module or torch.autograd.Function subclass, custom "
+                             "operator or function")
+    names = ", ".join(_short(c) for c in found)
+    raise TargetNotFound(f"{reference}: holds several layers ({names}); name one, e.g. {reference}:{_short(found[0])}")
+
+
+def _short(obj: Any) -> str:
+    return str(getattr(getattr(obj, "_init_fn", obj), "__name__", obj))
 
 
 def _describe(exc: BaseException, path: Path | None = None) -> str:

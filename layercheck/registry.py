@@ -26,6 +26,7 @@ SPEC_ORDER = (
     "reset_state", "observations", "needs_input_grad", "input_unchanged", "deterministic",
     "finite", "noncontiguous", "meta_device", "registered_tensors", "state_dict",
     "backward_pure", "factory_kwargs", "copy", "grad_output",
+    "op_schema", "op_fake", "op_autograd_registration", "op_aot_dispatch",
     "export", "compile", "gradgrad", "forward_ad", "autocast", "vmap", "train_step",
 )
 
@@ -90,11 +91,11 @@ class CheckInfo:
 
 
 def modules_only(reason: str) -> Applies:
-    """An ``applies`` rule: the check applies to modules; for an operation
-    (``autograd.Function``) it is skipped with ``reason``."""
+    """An ``applies`` rule: the check applies to modules; for an operation (an
+    ``autograd.Function``, a custom operator, a plain function) it is skipped with ``reason``."""
 
     def applies(target: Target) -> str | None:
-        return reason if target.kind == "function" else None
+        return reason if target.kind != "module" else None
 
     return applies
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import enum
+import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,9 +50,14 @@ class Target:
     ) -> None:
         """``layouts``: one per tensor input, positional ones first (a bare Layout is a standard-
         normal input of the check's dtype); ``constants``: plain keyword arguments of the call."""
+        kind = kind_of(layer)
+        if kind is None:
+            raise LoadError(f"{display_name(layer)} is not a torch.nn.Module or torch.autograd.Function subclass, a "
+                            "custom operator (torch.library.custom_op) or a function")
+        self.kind = kind
         self.instance = layer if isinstance(layer, nn.Module) else None
-        self.cls: type = type(layer) if self.instance is not None else layer  # type: ignore[assignment]
-        self.kind = "function" if issubclass(self.cls, torch.autograd.Function) else "module"
+        # the class (module, Function), or the operator or function itself
+        self.cls: Any = type(layer) if self.instance is not None else layer
         self.specs = tuple(x if isinstance(x, InputSpec) else InputSpec(x) for x in layouts)
         self.layouts = tuple(spec.layout for spec in self.specs)
         self.constants = dict(constants or {})
@@ -61,9 +67,9 @@ class Target:
         self.args = tuple(args)
         self.kwargs = dict(kwargs or {})
         self.seed = seed
-        self.name = name or f"{self.cls.__module__}:{self.cls.__qualname__}"
+        self.name = name or display_name(self.cls)
         if invocation is None:  # a layer built in Python: the command line can name its class at best
-            reference = None if self.instance is not None else class_reference(self.cls)
+            reference = None if self.instance is not None else class_reference(_defined(self.cls))
             invocation = Invocation(reference, layouts=self.specs, args=self.args, kwargs=self.kwargs, seed=seed,
                                     constants=self.constants)
         self.invocation = invocation
@@ -75,10 +81,11 @@ class Target:
     def construct(self) -> nn.Module | None:
         """A new layer straight from the constructor (seeded), before ``initialize``.
 
-        Functions have nothing to construct (None). A given instance is deep-copied: nothing
-        else can make another one. Raises LoadError when the constructor raises (or the copy fails).
+        Functions, operators and plain functions have nothing to construct (None). A given
+        instance is deep-copied: nothing else can make another one. Raises LoadError when the
+        constructor raises (or the copy fails).
         """
-        if self.kind == "function":
+        if self.kind != "module":
             return None
         if self.instance is not None:
             try:
@@ -100,7 +107,7 @@ class Target:
 
         Raises LayerRaised (phase "initialize") when ``initialize`` or a lazy first call fails.
         """
-        if self.kind == "function":
+        if self.kind != "module":
             return None
         if self._pristine is None:
             layer = self.construct()
@@ -132,6 +139,11 @@ class Target:
         return layer
 
     # -- inputs -----------------------------------------------------------------------------
+
+    @property
+    def call(self) -> Callable[..., Any]:
+        """What a call of a layer that is not a module runs: ``Fn.apply``, the operator, the function."""
+        return self.cls.apply if self.kind == "function" else self.cls
 
     @property
     def positional(self) -> tuple[Layout, ...]:
@@ -183,6 +195,50 @@ class Target:
         assert dim is not None
         one = InputSpec(spec.layout.with_size("B", 1), spec.dtype, spec.values, spec.requires_grad, spec.name)
         return draw(one, seed)
+
+
+def kind_of(layer: object) -> str | None:
+    """``module`` (an nn.Module class or instance), ``function`` (an autograd.Function
+    subclass), ``operator`` (a torch.library custom operator), ``callable`` (a plain function of
+    tensors), or None for anything else."""
+    if isinstance(layer, nn.Module) or (inspect.isclass(layer) and issubclass(layer, nn.Module)):
+        return "module"
+    if inspect.isclass(layer) and issubclass(layer, torch.autograd.Function):
+        return "function"
+    if is_custom_op(layer):
+        return "operator"
+    if inspect.isfunction(layer) or isinstance(layer, functools.partial):
+        return "callable"
+    return None
+
+
+def is_custom_op(obj: object) -> bool:
+    """A ``torch.library.custom_op`` operator (its CustomOpDef), or ``torch.ops.ns.name``."""
+    try:
+        from torch._library.custom_ops import CustomOpDef
+    except ImportError:  # a torch without torch.library.custom_op
+        CustomOpDef = ()  # type: ignore[assignment, misc]
+    return isinstance(obj, (CustomOpDef, torch._ops.OpOverloadPacket, torch._ops.OpOverload))
+
+
+def custom_op_name(obj: Any) -> str:
+    """``ns::name`` of a custom operator."""
+    return str(getattr(obj, "_qualname", None) or getattr(obj, "_qualified_op_name", None) or obj)
+
+
+def _defined(obj: Any) -> Any:
+    """The Python object a target was defined as: a custom operator's function, else itself."""
+    return getattr(obj, "_init_fn", obj)
+
+
+def display_name(obj: Any) -> str:
+    """How reports name a layer given in Python: ``module:Qualname``, ``ns::name`` for an operator."""
+    if is_custom_op(obj):
+        return custom_op_name(obj)
+    defined = _defined(obj)
+    module = getattr(defined, "__module__", None) or type(defined).__module__
+    qualname = getattr(defined, "__qualname__", None) or getattr(defined, "__name__", None) or type(defined).__name__
+    return f"{module}:{qualname}"
 
 
 def input_dtype(spec: InputSpec, dtype: torch.dtype) -> torch.dtype:
@@ -256,7 +312,7 @@ class Subject:
             self.module.train(mode is Mode.FORWARD)
             fn = self.module.predict if mode is Mode.PREDICT and self.has_predict else self.module  # type: ignore[assignment]
         else:
-            fn = self.target.cls.apply  # type: ignore[attr-defined]  # an autograd.Function subclass
+            fn = self.target.call
         seed = self.target.seed if rng_seed is None else rng_seed
         positional, keywords = self.target.split(inputs)
         with seeded(seed, self.device), torch.set_grad_enabled(grad):

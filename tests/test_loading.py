@@ -27,7 +27,7 @@ def test_same_file_loads_once(root: Path) -> None:
 
 def test_several_candidates_are_listed(tmp_path: Path) -> None:
     (tmp_path / "two.py").write_text("from torch import nn\nclass A(nn.Module): pass\nclass B(nn.Module): pass\n")
-    with pytest.raises(TargetNotFound, match=r"several layer classes \(A, B\)"):
+    with pytest.raises(TargetNotFound, match=r"several layers \(A, B\)"):
         resolve("two.py", base_dir=tmp_path)
 
 
@@ -41,7 +41,7 @@ def test_missing_file_module_and_class(tmp_path: Path, root: Path) -> None:
         resolve("nope.py", base_dir=tmp_path)
     with pytest.raises(TargetNotFound, match="no module named 'no_such_package'"):
         resolve("no_such_package.layers:X")
-    with pytest.raises(TargetNotFound, match=r"no class 'Nope'.*PReLU"):
+    with pytest.raises(TargetNotFound, match=r"no 'Nope' in .*PReLU"):
         resolve("layers/prelu.py:Nope", base_dir=root)
 
 

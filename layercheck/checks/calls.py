@@ -65,6 +65,10 @@ def signatures(ctx: Context) -> str:
                 _overrides(cls, torch.autograd.Function, "vjp") is None:
             problems.append(f"{cls.__name__} defines no backward")
         checked = ["forward", "backward"]
+    elif ctx.target.kind in ("operator", "callable"):
+        function = getattr(cls, "_init_fn", cls)  # a custom operator: the function it was defined from
+        problems.append(signature_accepts(function, n, keywords=keywords) or "")
+        checked = ["the operator" if ctx.target.kind == "operator" else "the function"]
     else:
         layer: Any = cls if ctx.target.instance is None else ctx.target.instance
         problems.append(signature_accepts(layer.forward, n, skip_first=isinstance(layer, type),
@@ -85,7 +89,7 @@ def signatures(ctx: Context) -> str:
     "initialize",
     title="initialize creates what the layer needs and keeps what is already set",
     matlab="initializeDoesNotChangeLearnablesWhenTheyAreNotEmpty",
-    applies=modules_only("operations (autograd.Function) have no initialize hook"),
+    applies=modules_only("operations (autograd.Function, custom operators, functions) have no initialize hook"),
     needs_subject=False,
 )
 def initialize_keeps_values(ctx: Context) -> tuple[str, dict[str, Any]]:
@@ -164,9 +168,9 @@ def forward_predict_agree(ctx: Context) -> str:
     ``self.training``). Differing values with none of these reasons point at a bug in one path.
     """
     subject = ctx.fresh()
-    inputs = subject.inputs()
-    predicted = Outputs.of(subject.predict(inputs)).tensors
-    forwarded = [t.detach() for t in Outputs.of(subject.forward(inputs)).tensors]
+    # fresh inputs for each call: a layer that writes into its input is input_unchanged's to report
+    predicted = Outputs.of(subject.predict(subject.inputs())).tensors
+    forwarded = [t.detach() for t in Outputs.of(subject.forward(subject.inputs())).tensors]
     if len(predicted) != len(forwarded):
         raise CheckFailed(
             f"predict returned {len(predicted)} tensor(s), forward {len(forwarded)}",

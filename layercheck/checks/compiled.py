@@ -67,14 +67,14 @@ class _Predict(nn.Module):
 
 
 class _Apply(nn.Module):
-    """An ``autograd.Function`` as a module whose forward calls ``Fn.apply``."""
+    """An operation (``Fn.apply``, a custom operator, a function) as a module whose forward calls it."""
 
-    def __init__(self, function: type[torch.autograd.Function]) -> None:
+    def __init__(self, call: Any) -> None:
         super().__init__()
-        self.function = function
+        self.call = call
 
-    def forward(self, *inputs: Any) -> Any:
-        return self.function.apply(*inputs)
+    def forward(self, *inputs: Any, **keywords: Any) -> Any:
+        return self.call(*inputs, **keywords)
 
 
 # -- export -----------------------------------------------------------------------------------
@@ -255,7 +255,7 @@ def _compiled_run(ctx: Context, *, backward: bool) -> Run:
     point is compiled, recorded like the eager reference runs."""
     subject = ctx.fresh()
     if subject.module is None:
-        subject = Subject(ctx.target, _Apply(ctx.target.cls), dtype=subject.dtype, device=subject.device)
+        subject = Subject(ctx.target, _Apply(ctx.target.call), dtype=subject.dtype, device=subject.device)
     assert subject.module is not None
     # The bound method is compiled, not the module: ``torch.compile(module)`` wraps it and
     # renames its parameters and buffers (``_orig_mod.``), and ``Module.compile()`` compiled
@@ -398,7 +398,7 @@ def _prediction_module(subject: Subject) -> tuple[nn.Module, str]:
     """The subject as a module whose forward is its prediction path (``predict`` when
     defined, ``Fn.apply`` for an operation), and the prefix its buffer names gain."""
     if subject.module is None:
-        return _Apply(subject.target.cls), ""
+        return _Apply(subject.target.call), ""
     if subject.has_predict:
         return _Predict(subject.module), "layer."
     return subject.module, ""

@@ -857,7 +857,7 @@ def _masks(ctx: Context, fn: LayerFunction) -> list[tuple[str, list[bool]]]:
     for slot, name in enumerate(fn.names):
         verb = "not requiring grad" if slot < inputs else "frozen"
         masks.append((f"with {name} {verb}", [s != slot for s in range(count)]))
-    if ctx.target.kind == "function":
+    if ctx.target.kind != "module":
         for slot, name in enumerate(fn.names):
             masks.append((f"with only {name} requiring grad", [s == slot for s in range(count)]))
     unique: dict[tuple[bool, ...], str] = {}

@@ -226,7 +226,7 @@ def _failing_with(label: str) -> AbstractContextManager[None]:
 @check(
     "registered_tensors",
     title="every tensor attribute is a parameter or a buffer",
-    applies=modules_only("operations (autograd.Function) have no attributes of their own"),
+    applies=modules_only("operations (autograd.Function, custom operators, functions) have no attributes of their own"),
 )
 def registered_tensors(ctx: Context) -> str:
     """Looks through the attributes of the layer and of every submodule (and the lists,

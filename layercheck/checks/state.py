@@ -36,7 +36,7 @@ from layercheck.sdk import (
 from layercheck.subject import initialize
 
 _RESET_CALLS = 3  # forward calls before reset_state: enough for a recurrent state to move away from its start
-_STATELESS = modules_only("operations (autograd.Function) have no state")
+_STATELESS = modules_only("operations (autograd.Function, custom operators, functions) have no state")
 
 
 @check(

@@ -1,0 +1,176 @@
+"""Custom operators (``torch.library.custom_op``): what ``torch.library.opcheck`` tests, as checks.
+
+opcheck is PyTorch's anchor for operators — schema and mutation declarations, the fake-tensor
+kernel, the autograd registration, AOT dispatch — but it does not compare gradients with finite
+differences: an operator whose registered backward is off by a factor of 2 passes every one of
+its tests. layercheck runs them as checks of their own, beside ``gradients`` and the rest, on
+the operator itself or on every custom operator a function or module calls, with the arguments
+that call gave it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+from layercheck.sdk import CheckError, CheckFailed, CheckSkipped, Context, check, failing
+
+# namespaces of PyTorch's own operators: what is not one of these is a custom operator
+_BUILTIN_NAMESPACES = {"aten", "prim", "prims", "_c10d_functional", "c10d", "profiler", "higher_order", "inductor",
+                       "quantized", "_quantized", "rngprims", "debugprims"}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One custom operator as the layer calls it, with the arguments of its first call."""
+
+    op: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        schema = getattr(self.op, "_schema", None)
+        return str(schema.name) if schema is not None else str(self.op)
+
+
+class _Calls(TorchDispatchMode):
+    """Records the custom operators called below autograd, with copies of their arguments."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: dict[str, Call] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        namespace = getattr(func, "namespace", "aten")
+        if namespace not in _BUILTIN_NAMESPACES and str(func) not in self.found:
+            self.found[str(func)] = Call(func, tree_map(_copy, tuple(args)), tree_map(_copy, dict(kwargs)))
+        return func(*args, **kwargs)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        copy = value.detach().clone()
+        return copy.requires_grad_(copy.is_floating_point())
+    return value
+
+
+def calls(ctx: Context) -> list[Call]:
+    """The custom operators the target is or calls (once per target)."""
+
+    def find() -> list[Call]:
+        subject = ctx.fresh()
+        inputs = subject.inputs(requires_grad=True)
+        if ctx.target.kind == "operator":
+            positional, keywords = ctx.target.split(inputs)
+            op = ctx.target.cls
+            overload = getattr(op, "_opoverload", None) or getattr(op, "default", None) or op
+            return [Call(overload, tuple(positional), dict(keywords))]
+        recorder = _Calls()
+        with failing("while looking for the custom operators it calls"), recorder:
+            subject.forward(inputs)
+        return list(recorder.found.values())
+
+    return ctx.shared("layercheck.operators.calls", find)
+
+
+_WHY = {
+    "test_schema": "the operator mutates or aliases an argument differently from what its schema declares "
+                   "(custom_op's mutates_args); declare every argument it writes to, and return no input itself",
+    "test_faketensor": "the fake kernel (register_fake) does not give the real kernel's output sizes, dtypes or "
+                       "strides: torch.compile and export trace with the fake kernel, so they see another output",
+    "test_autograd_registration": "the operator takes tensors that require grad but has no backward registered "
+                                  "(register_autograd), or one registered for the wrong dispatch key",
+    "test_aot_dispatch_dynamic": "the operator does not trace under AOT dispatch with dynamic shapes "
+                                 "(torch.compile's backward path)",
+}
+
+
+def _opcheck(ctx: Context, test: str) -> str:
+    found = calls(ctx)
+    if not found:
+        raise CheckSkipped("the layer calls no custom operator (torch.library.custom_op)")
+    opcheck = getattr(torch.library, "opcheck", None)
+    if opcheck is None:
+        raise CheckSkipped(f"torch {torch.__version__} has no torch.library.opcheck")
+    for call in found:
+        try:
+            outcome = opcheck(call.op, call.args, call.kwargs, test_utils=[test], raise_exception=False)[test]
+        except Exception as exc:  # opcheck itself broke on these arguments
+            raise CheckError(f"torch.library.opcheck({call.name}, {test}) could not run: {type(exc).__name__}: "
+                             f"{exc}") from exc
+        if outcome != "SUCCESS":
+            text = f"{type(outcome).__name__}: {outcome}" if isinstance(outcome, BaseException) else str(outcome)
+            first = next((line.strip() for line in text.splitlines() if line.strip()), text)[:300]
+            raise CheckFailed(f"{call.name}: {_WHY[test]} (opcheck {test}: {first})", operator=call.name,
+                              opcheck=test, error=text[-4000:])
+    names = ", ".join(call.name for call in found)
+    return f"{names}: opcheck's {test} passes"
+
+
+@check(
+    "op_schema",
+    title="a custom operator mutates and aliases only what its schema declares",
+    requires=("forward_runs",),
+)
+def op_schema(ctx: Context) -> str:
+    """Runs ``torch.library.opcheck``'s ``test_schema`` on the custom operator (or on every one
+    the layer calls): the operator must write only into the arguments its schema declares
+    (``mutates_args``) and return no alias of an input.
+
+    An undeclared mutation is invisible to torch.compile, functionalization and autograd: they
+    reorder or drop the write, and results differ from eager. Fix: list the argument in
+    ``mutates_args``, or compute out of place.
+    """
+    return _opcheck(ctx, "test_schema")
+
+
+@check(
+    "op_fake",
+    title="a custom operator's fake kernel gives the real kernel's sizes, dtypes and strides",
+    requires=("forward_runs",),
+)
+def op_fake(ctx: Context) -> str:
+    """Runs ``torch.library.opcheck``'s ``test_faketensor``: the fake kernel registered with
+    ``register_fake`` (what torch.compile, export and meta tensors run) must give outputs of the
+    real kernel's size, dtype and strides.
+
+    A wrong fake kernel makes compiled and exported models allocate and plan for another
+    output: they fail far from the operator, or compute garbage. Fix: make the fake kernel
+    build its output exactly as the real one does (``x.new_empty(...)``, the same dtype rules).
+    """
+    return _opcheck(ctx, "test_faketensor")
+
+
+@check(
+    "op_autograd_registration",
+    title="a differentiable custom operator has its backward registered",
+    requires=("forward_runs",),
+)
+def op_autograd_registration(ctx: Context) -> str:
+    """Runs ``torch.library.opcheck``'s ``test_autograd_registration``: an operator called with
+    tensors that require grad must have a backward registered (``register_autograd``).
+
+    Without one, autograd either raises at backward or silently treats the operator as a
+    constant. ``gradients`` judges the registered backward's values against finite differences.
+    """
+    return _opcheck(ctx, "test_autograd_registration")
+
+
+@check(
+    "op_aot_dispatch",
+    title="a custom operator traces under AOT dispatch (torch.compile's backward)",
+    default=False,
+    requires=("forward_runs",),
+)
+def op_aot_dispatch(ctx: Context) -> str:
+    """Runs ``torch.library.opcheck``'s ``test_aot_dispatch_dynamic``: the operator, with its
+    fake kernel and its backward, must trace under AOT autograd with dynamic shapes, as
+    torch.compile traces a training step. Opt-in: it is slow (a second or more per operator).
+    """
+    return _opcheck(ctx, "test_aot_dispatch_dynamic")
