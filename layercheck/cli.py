@@ -170,9 +170,11 @@ def init_command(
     name: Annotated[str, typer.Argument(help="Layer file to write, without .py: NAME.py and NAME.yaml (a path such as layers/mylayer works).", show_default=False)],
     layout: Annotated[str, typer.Option("--layout", "-l", help="Layout of the layer's input, written into the spec.")] = scaffold.DEFAULT_LAYOUT,
     class_name: Annotated[str | None, typer.Option("--class-name", help="Name of the layer class (default: NAME in CamelCase).")] = None,
+    op: Annotated[bool, typer.Option("--op", help="Write a custom operator (torch.library.custom_op, with a fake kernel and a registered backward) instead of a layer class.")] = False,
 ) -> None:
     """Write a commented layer template NAME.py and its spec NAME.yaml; never overwrites."""
-    layer_file, spec_file = scaffold.write(Path(name), layout=Layout.parse(layout), class_name=class_name)
+    layer_file, spec_file = scaffold.write(Path(name), layout=Layout.parse(layout), class_name=class_name,
+                                           operator=op)
     out = Console(highlight=False)
     out.print(f"wrote {layer_file} and {spec_file}", markup=False)
     out.print(f"check it: layercheck run {spec_file}", markup=False)

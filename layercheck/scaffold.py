@@ -198,14 +198,79 @@ tolerance: {}                 # per-dtype overrides for numerical checks, e.g. {
 ''')
 
 
+OP_TEMPLATE = string.Template('''\
+"""A custom operator, the PyTorch 2 way: torch.library.custom_op with a fake kernel and a
+registered backward, so that it works in eager mode, under torch.compile and torch.export, and
+with tensor subclasses. `layercheck run $spec_name` checks it: every gradient against finite
+differences (which torch.library.opcheck does not do), and opcheck's own tests as op_schema,
+op_fake and op_autograd_registration.
+
+Write a Module when the layer owns parameters or state, an operator (this file) when it is a
+function of its inputs that needs its own kernel or backward, a plain function when autograd's
+own derivative is right.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+# "$namespace::$op_name" is the operator's name in torch.ops: torch.ops.$namespace.$op_name.
+# mutates_args lists every argument the kernel writes into (none here): op_schema holds it to that.
+@torch.library.custom_op("$namespace::$op_name", mutates_args=())
+def $op_name(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """y = scale * tanh(x), scale broadcast over x (one value per channel, say)."""
+    return torch.tanh(x) * scale
+
+
+@$op_name.register_fake
+def _(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    # What torch.compile, export and meta tensors run: an empty tensor of the real output's
+    # size, dtype, device and strides (op_fake compares them).
+    return torch.empty_like(x * scale)
+
+
+def _setup_context(ctx, inputs, output):
+    x, scale = inputs
+    ctx.save_for_backward(x, scale)
+
+
+def _backward(ctx, grad):
+    # One gradient per input, the input's size (sum_to_size undoes the broadcast), None for an
+    # input that needs none (ctx.needs_input_grad): gradients and needs_input_grad check both.
+    x, scale = ctx.saved_tensors
+    t = torch.tanh(x)
+    grad_x = grad * (1 - t * t) * scale if ctx.needs_input_grad[0] else None
+    grad_scale = (grad * t).sum_to_size(scale.shape) if ctx.needs_input_grad[1] else None
+    return grad_x, grad_scale
+
+
+$op_name.register_autograd(_backward, setup_context=_setup_context)
+''')
+
+OP_SPEC_TEMPLATE = string.Template('''\
+# layercheck spec for $layer_file: `layercheck run $spec_name` checks the custom operator $op_name.
+layer: $layer_file:$op_name  # relative to this file; or a module path such as mypkg.ops:$op_name
+inputs:                       # one entry per tensor argument, in call order
+  - layout: $layout  # x: SIZES:FORMAT; labels: B batch, C channel, S spatial, T time, U unspecified
+  - layout: $scale_layout  # scale: one value per channel, broadcast over the others
+checks:
+  skip: []
+  enable: [op_aot_dispatch]   # opt-in: traces the operator as torch.compile's backward does
+seed: 0
+''')
+
+
 def class_name_for(stem: str) -> str:
     """``my_layer`` -> ``MyLayer``."""
     return "".join(part[:1].upper() + part[1:] for part in stem.split("_") if part) or "Layer"
 
 
-def write(name: Path, *, layout: Layout | None = None, class_name: str | None = None) -> tuple[Path, Path]:
-    """Write ``NAME.py`` and ``NAME.yaml``; raises UsageError (and writes nothing) when either
-    exists or the name cannot be a Python module and class."""
+def write(name: Path, *, layout: Layout | None = None, class_name: str | None = None,
+          operator: bool = False) -> tuple[Path, Path]:
+    """Write ``NAME.py`` and ``NAME.yaml`` (a layer class, or with ``operator`` a custom
+    operator); raises UsageError (and writes nothing) when either exists or the name cannot be
+    a Python module and class."""
     stem = name.name.removesuffix(".py")
     if not stem.isidentifier() or keyword.iskeyword(stem):
         raise UsageError(f"{name}: NAME must be a Python identifier (letters, digits, _), e.g. my_layer")
@@ -221,9 +286,16 @@ def write(name: Path, *, layout: Layout | None = None, class_name: str | None = 
         if path.exists():
             raise UsageError(f"{path} already exists; layercheck init never overwrites (choose another NAME)")
     channels = layout.size[layout.finddim("C")[0]] if layout.finddim("C") else 1
-    layer_text = LAYER_TEMPLATE.substitute(class_name=cls, spec_name=spec_file.name)
-    spec_text = SPEC_TEMPLATE.substitute(layer_file=layer_file.name, spec_name=spec_file.name, class_name=cls,
-                                         channels=channels, layout=layout)
+    if operator:
+        scale = Layout(tuple(size if label == "C" else 1 for size, label in zip(layout.size, layout.format)),
+                       "U" * len(layout.size))
+        layer_text = OP_TEMPLATE.substitute(namespace=stem, op_name=stem, spec_name=spec_file.name)
+        spec_text = OP_SPEC_TEMPLATE.substitute(layer_file=layer_file.name, spec_name=spec_file.name, op_name=stem,
+                                                layout=layout, scale_layout=scale)
+    else:
+        layer_text = LAYER_TEMPLATE.substitute(class_name=cls, spec_name=spec_file.name)
+        spec_text = SPEC_TEMPLATE.substitute(layer_file=layer_file.name, spec_name=spec_file.name, class_name=cls,
+                                             channels=channels, layout=layout)
     folder.mkdir(parents=True, exist_ok=True)
     _create(layer_file, layer_text)
     try:

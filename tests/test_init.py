@@ -188,3 +188,23 @@ def test_init_refuses_a_bad_layout_or_class_name(tmp_path: Path, options: list[s
     result = cli.invoke(app, ["init", str(tmp_path / "act"), *options])
     assert result.exit_code == 2 and message in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_init_op_writes_a_custom_operator_that_passes_and_whose_wrong_backward_is_caught(tmp_path: Path) -> None:
+    result = cli.invoke(app, ["init", str(tmp_path / "my_op"), "--op", "--layout", "2,3,4:BCS"])
+    assert result.exit_code == 0, result.output
+    spec = tmp_path / "my_op.yaml"
+    run = cli.invoke(app, ["run", str(spec), "--format", "json"])
+    assert run.exit_code == 0, run.output
+    checks = {r["check"]: r["status"] for r in json.loads(run.stdout)["runs"][0]["results"]}
+    assert checks["op_fake"] == checks["op_schema"] == checks["op_autograd_registration"] == "passed"
+    assert checks["op_aot_dispatch"] == "passed" and checks["gradients"] == "passed"
+    broken_folder = tmp_path / "broken"  # another file: this process imported the first one already
+    broken_folder.mkdir()
+    source = (tmp_path / "my_op.py").read_text()
+    wrong = source.replace("grad * (1 - t * t) * scale", "2 * grad * (1 - t * t) * scale")
+    (broken_folder / "my_op.py").write_text(wrong)
+    (broken_folder / "my_op.yaml").write_text(spec.read_text())
+    broken = cli.invoke(app, ["run", str(broken_folder / "my_op.yaml"), "--check", "gradients", "--format", "json"])
+    assert broken.exit_code == 1
+    assert "input 0" in json.loads(broken.stdout)["runs"][0]["results"][-1]["message"]
