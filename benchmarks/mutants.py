@@ -12,10 +12,11 @@ boundary inputs (zeros, large values, elements equal to the other tensors' value
 thresholds) and with only one tensor requiring grad, its gradients, the gradients of a second
 backward over the same graph, and the caller's tensors after backward (inputs, outputs,
 grad_output, parameters) equal the original's within 1e-12 relative. Equivalent mutants are
-left out of the rates. On every other one it runs layercheck's default suite (caught: a check
-``failed`` or ``error`` that passed or was skipped on the original) and gradcheck in fast and
-slow mode (float64, every input and parameter; caught: it returns False or raises), then
-lists every mutant each of them misses.
+left out of the rates (what the tools say of them is listed: a failure there is a false alarm).
+On every mutant it runs layercheck's default suite (caught: a check ``failed`` or ``error``
+that passed or was skipped on the original) and gradcheck in fast and slow mode (float64, every
+input and parameter; caught: it returns False or raises), then lists every mutant each of them
+misses.
 
     python benchmarks/mutants.py [--only NAME] [--max N] [--seed 0] [--threads 1] [--all]
 """
@@ -720,8 +721,7 @@ class Bench:
         differences = tuple(Difference(what, case.description, case.kind)
                             for case, reference in zip(self.cases, self.reference)
                             for what in _differences(reference, observe(target, case)))
-        if not differences:
-            return Verdict(mutant, self.original.name, (), len(self.cases))
+        # An equivalent mutant is judged too: what either tool reports on it is a false alarm.
         statuses, error = self.layercheck(cls)
         if error is not None and self.run_error is None:
             caught: tuple[str, ...] = (f"run error: {error}",)
@@ -822,15 +822,16 @@ def report(benches: Sequence[Bench], verdicts: Sequence[Verdict], *, every: bool
         _describe(v, f"{said}; layercheck: {', '.join(v.caught_by) or 'missed too'}")
     equivalent = [v for v in verdicts if v.equivalent]
     print()
-    print(f"equivalent ({len(equivalent)}):")
+    print(f"equivalent ({len(equivalent)}; a tool that fails one raises a false alarm):")
     for v in equivalent:
         print(f"  {_mutant_line(v)}")
+        print(f"      layercheck: {', '.join(v.caught_by) or 'passes'}; gradcheck fast: {v.fast}; slow: {v.slow}")
     if every:
         print()
         print("every mutant:")
         for v in verdicts:
-            said = ("equivalent" if v.equivalent else
-                    f"layercheck: {', '.join(v.caught_by) or 'MISSED'}; gradcheck fast: {v.fast}; slow: {v.slow}")
+            said = (("equivalent; " if v.equivalent else "")
+                    + f"layercheck: {', '.join(v.caught_by) or 'passes'}; gradcheck fast: {v.fast}; slow: {v.slow}")
             print(f"  {_mutant_line(v)}\n      {said}")
 
 

@@ -58,8 +58,9 @@ def test_mutants_of_a_tiny_function(tmp_path: Path) -> None:
     assert judge.fast == judge.slow == "passed"
 
     # relu(x)² has derivative 0 at 0 from either side: where x >= 0 takes the same values
-    same = next(m for m in mutants if m.operator == "compare" and m.after == "x >= 0")
-    assert judge.judge(same).equivalent
+    same = judge.judge(next(m for m in mutants if m.operator == "compare" and m.after == "x >= 0"))
+    assert same.equivalent
+    assert same.caught_by == () and same.fast == same.slow == "passed"  # no false alarm
 
     flipped = judge.judge(next(m for m in mutants if m.operator == "sign" and m.before == "grad_x"))
     assert not flipped.equivalent
