@@ -1,0 +1,885 @@
+"""Mutation benchmark: one-edit mutants of the repository's own hand-written backward passes,
+judged side by side by layercheck's default suite and by ``torch.autograd.gradcheck``.
+
+The originals are every correct hand-written backward here: layers/prelu.py, layers/srelu.py
+(its backward is layers/srelu_function.py's), layers/srelu_function.py and each
+tests/zoo/good_*.py that defines a ``backward`` staticmethod. A mutant changes one expression
+of a ``backward`` (or ``vjp``) body; forward is never touched. It is written next to copies of
+the original's files and loaded with layercheck's loader, as a user's file is.
+
+A mutant is equivalent when, on random inputs (and random parameters) at several seeds, on
+boundary inputs (zeros, large values, elements equal to the other tensors' values: the
+thresholds) and with only one tensor requiring grad, its gradients, the gradients of a second
+backward over the same graph, and the caller's tensors after backward (inputs, outputs,
+grad_output, parameters) equal the original's within 1e-12 relative. Equivalent mutants are
+left out of the rates (what the tools say of them is listed: a failure there is a false alarm).
+On every mutant it runs layercheck's default suite (caught: a check ``failed`` or ``error``
+that passed or was skipped on the original) and gradcheck in fast and slow mode (float64, every
+input and parameter; caught: it returns False or raises), then lists every mutant each of them
+misses.
+
+    python benchmarks/mutants.py [--only NAME] [--max N] [--seed 0] [--threads 1] [--all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import itertools
+import random
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from layercheck.errors import LayerRaised, LoadError  # noqa: E402
+from layercheck.layout import Layout  # noqa: E402
+from layercheck.loading import resolve  # noqa: E402
+from layercheck.registry import select  # noqa: E402
+from layercheck.result import Status, label  # noqa: E402
+from layercheck.runner import Options, run_target  # noqa: E402
+from layercheck.subject import Target, tensors_in  # noqa: E402
+
+MUTATED = ("backward", "vjp")
+OPERATORS = ("sign", "drop_term", "scale", "dims", "compare", "swap_return", "drop_grad_output", "inplace")
+REDUCTIONS = ("sum", "mean", "amax", "amin")
+COMPARE_SWAPS = {">": (">=", "<"), ">=": (">", "<="), "<": ("<=", ">"), "<=": ("<", ">=")}
+INPLACE_BINOPS = {ast.Mult: "mul_", ast.Add: "add_", ast.Sub: "sub_", ast.Div: "div_"}
+TOLERANCE = 1e-12
+LARGE = 1e6
+SEEDS = 4  # random cases per original: the inputs, and for modules the parameters too
+CAUGHT = (Status.FAILED, Status.ERROR)
+
+
+# -- the mutator ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Mutant:
+    """One edit of a backward body: what was changed, where, and the whole edited file."""
+
+    operator: str
+    file: Path
+    line: int
+    column: int  # 1-based, in characters
+    before: str
+    after: str
+    source: str
+
+    def where(self) -> str:
+        return f"{_shown(self.file)}:{self.line}:{self.column}"
+
+
+Edit = tuple[int, int, str]  # bytes [start, end) of the original file and the text put there
+
+
+class Site(NamedTuple):
+    """One edit an operator makes: the expression shown before/after, and the byte edits."""
+
+    operator: str
+    focus: ast.AST
+    edits: list[Edit]
+    shown: tuple[str, str] | None = None  # before/after text where the focus's own would be too long
+
+
+_ATOMIC = (ast.Name, ast.Constant, ast.Call, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Dict, ast.Set)
+# Python's operator precedence, as far as backward bodies use it (higher binds tighter).
+_BINARY = {ast.Add: 11, ast.Sub: 11, ast.Mult: 12, ast.Div: 12, ast.FloorDiv: 12, ast.Mod: 12, ast.MatMult: 12,
+           ast.Pow: 14, ast.BitOr: 8, ast.BitXor: 9, ast.BitAnd: 10, ast.LShift: 10.5, ast.RShift: 10.5}
+_UNARY, _ATOM = 13, 100
+
+
+def _binding(node: ast.AST) -> float:
+    """How tightly an expression binds."""
+    if isinstance(node, ast.BinOp):
+        return _BINARY[type(node.op)]
+    if isinstance(node, ast.UnaryOp):
+        return 6 if isinstance(node.op, ast.Not) else _UNARY
+    if isinstance(node, ast.Compare):
+        return 7
+    if isinstance(node, ast.BoolOp):
+        return 5
+    return _ATOM if isinstance(node, _ATOMIC) else 0
+
+
+def _required(parent: ast.AST | None, node: ast.AST) -> float:
+    """How tightly an expression must bind to stand, unparenthesized, where ``node`` stands in ``parent``."""
+    if isinstance(parent, ast.BinOp):
+        level = _BINARY[type(parent.op)]
+        if isinstance(parent.op, ast.Pow):
+            return _ATOM if node is parent.left else _UNARY
+        return level + 0.5 if node is parent.right else level  # a - (b + c): the right side is strict
+    if isinstance(parent, ast.UnaryOp):
+        return _UNARY
+    if isinstance(parent, (ast.Compare, ast.BoolOp)):
+        return _binding(parent) + 0.5
+    if isinstance(parent, ast.IfExp):
+        return 4
+    if isinstance(parent, (ast.Attribute, ast.Subscript, ast.Starred, ast.Await)) \
+            or (isinstance(parent, ast.Call) and node is parent.func):
+        return _ATOM
+    return 0
+
+
+class _Text:
+    """A module's source with byte offsets: ast positions count UTF-8 bytes, not characters."""
+
+    def __init__(self, source: str) -> None:
+        self.data = source.encode()
+        self.starts = [0]
+        for line in source.encode().splitlines(keepends=True):
+            self.starts.append(self.starts[-1] + len(line))
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return (self.starts[node.lineno - 1] + node.col_offset,  # type: ignore[attr-defined]
+                self.starts[node.end_lineno - 1] + node.end_col_offset)  # type: ignore[attr-defined]
+
+    def segment(self, node: ast.AST) -> str:
+        start, end = self.span(node)
+        return self.data[start:end].decode()
+
+    def operand(self, node: ast.AST) -> str:
+        """The node's text, in parentheses unless it is atomic (a name, call, attribute...): ready
+        for ``-`` or ``2 *`` in front."""
+        text = self.segment(node)
+        return text if isinstance(node, _ATOMIC) else f"({text})"
+
+    def enclosed(self, node: ast.AST) -> bool:
+        """Whether the node's text stands directly between ``(`` and ``)``."""
+        start, end = self.span(node)
+        before = self.data[:start].rstrip()
+        return before.endswith(b"(") and self.data[end:].lstrip().startswith(b")")
+
+    def apply(self, edits: Sequence[Edit]) -> str:
+        data = self.data
+        for start, end, text in sorted(edits, reverse=True):
+            data = data[:start] + text.encode() + data[end:]
+        return data.decode()
+
+
+def backward_functions(tree: ast.AST) -> list[ast.FunctionDef]:
+    """The ``backward`` and ``vjp`` staticmethods of every class in a module."""
+    return [item for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for item in cls.body
+            if isinstance(item, ast.FunctionDef) and item.name in MUTATED
+            and any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in item.decorator_list)]
+
+
+def mutants_of(source: str, file: Path) -> list[Mutant]:
+    """Every one-edit mutant of the backward bodies in ``source``, in source order; an edit
+    that gives a file another edit gave already is left out."""
+    text = _Text(source)
+    sites = [site for fn in backward_functions(ast.parse(source)) for site in _Sites(fn, text).all()]
+    sites.sort(key=lambda site: (text.span(site.focus)[0], OPERATORS.index(site.operator)))
+    seen, found = {source}, []
+    for site in sites:
+        mutated = text.apply(site.edits)
+        if mutated in seen:
+            continue
+        seen.add(mutated)
+        start, end = text.span(site.focus)
+        if site.shown is not None:
+            before, after = site.shown
+        else:
+            end += sum(len(new.encode()) - (stop - begin) for begin, stop, new in site.edits)
+            before, after = text.segment(site.focus), mutated.encode()[start:end].decode()
+        line = site.focus.lineno  # type: ignore[attr-defined]
+        column = len(text.data[text.starts[line - 1]:start].decode()) + 1
+        found.append(Mutant(site.operator, file, line, column, _flat(before), _flat(after), mutated))
+    return found
+
+
+class _Sites:
+    """The edits each operator makes in one backward function."""
+
+    def __init__(self, fn: ast.FunctionDef, text: _Text) -> None:
+        self.fn = fn
+        self.text = text
+        self.grads = {a.arg for a in fn.args.args[1:]} | ({fn.args.vararg.arg} if fn.args.vararg else set())
+        self.tracked = self.grads | _saved_names(fn)  # tensors an in-place edit would corrupt for the caller
+        self.parents = {child: parent for parent in ast.walk(fn) for child in ast.iter_child_nodes(parent)}
+
+    def all(self) -> Iterator[Site]:
+        for node in ast.walk(self.fn):
+            if isinstance(node, ast.Return) and node.value is not None:
+                yield from self.returned(node.value)
+        for node in (n for statement in self.fn.body for n in ast.walk(statement)):
+            if _is_tuple(node):  # ``(grad_x, None) + (None,) * n`` builds the returned tuple: not arithmetic
+                continue
+            yield from self.sign(node)
+            yield from self.drop_term(node)
+            yield from self.scale(node)
+            yield from self.dims(node)
+            yield from self.compare(node)
+            yield from self.swap_return(node)
+            yield from self.drop_grad_output(node)
+            yield from self.inplace(node)
+
+    def returned(self, value: ast.expr) -> Iterator[Site]:
+        """A returned gradient negated, or halved."""
+        if _is_tuple(value):
+            elements = [e for node in ast.walk(value) if isinstance(node, ast.Tuple) for e in node.elts]
+        else:
+            elements = [value]
+        for node in (n for element in elements for n in _gradient_values(element)):
+            yield Site("sign", node, [self.replace(node, f"-{self.text.operand(node)}")])
+            yield Site("scale", node, [self.replace(node, f"0.5 * {self.text.operand(node)}")])
+
+    def replace(self, node: ast.AST, new: str) -> Edit:
+        """Put ``new`` where ``node`` is, in parentheses where the context needs them."""
+        parent = self.parents.get(node)
+        if _binding(ast.parse(new, mode="eval").body) < _required(parent, node) and not self.text.enclosed(node):
+            new = f"({new})"
+        return (*self.text.span(node), new)
+
+    def operator_token(self, left: ast.AST, right: ast.AST, token: str, new: str) -> Edit:
+        """Replace the operator ``token`` written between two operands (their parentheses kept)."""
+        start, end = self.text.span(left)[1], self.text.span(right)[0]
+        offset = self.text.data[start:end].index(token.encode())
+        return (start + offset, start + offset + len(token), new)
+
+    def terms(self, node: ast.AST) -> list[ast.AST]:
+        """The terms of a sum, and the value branches of ``torch.where`` (a sum of masked terms);
+        constants excluded."""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            found = [node.left, node.right]
+        elif isinstance(node, ast.Call) and _is_torch_call(node, "where") and len(node.args) == 3:
+            found = list(node.args[1:])
+        else:
+            return []
+        return [term for term in found if not isinstance(term, ast.Constant)]
+
+    def sign(self, node: ast.AST) -> Iterator[Site]:
+        """``-e`` -> ``e``; ``a + b`` <-> ``a - b``; a term negated (the left one of a sum: the
+        right one's negation is the operator flipped)."""
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not _is_int(node.operand):
+            yield Site("sign", node, [self.replace(node, self.text.segment(node.operand))])  # -1 is a dim, not a value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            token, new = ("+", "-") if isinstance(node.op, ast.Add) else ("-", "+")
+            yield Site("sign", node, [self.operator_token(node.left, node.right, token, new)])
+        for term in self.terms(node):
+            if not (isinstance(node, ast.BinOp) and term is node.right):
+                yield Site("sign", term, [self.replace(term, f"-{self.text.operand(term)}")])
+
+    def drop_term(self, node: ast.AST) -> Iterator[Site]:
+        """``a + b`` -> ``a`` and -> ``b``; ``a - b`` -> ``a`` and -> ``-b``."""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            yield Site("drop_term", node, [self.replace(node, self.text.segment(node.left))])
+            if isinstance(node.op, ast.Add):
+                yield Site("drop_term", node, [self.replace(node, self.text.segment(node.right))])
+            else:
+                yield Site("drop_term", node, [self.replace(node, f"-{self.text.operand(node.right)}")])
+
+    def scale(self, node: ast.AST) -> Iterator[Site]:
+        for term in self.terms(node):
+            yield Site("scale", term, [self.replace(term, f"2 * {self.text.operand(term)}")])
+
+    def dims(self, node: ast.AST) -> Iterator[Site]:
+        """Another dim (positional or ``dim=``), ``keepdim`` flipped or added, a dim given to a full reduction."""
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) \
+                or node.func.attr not in REDUCTIONS:
+            return
+        method = not _is_torch_call(node, node.func.attr)
+        first = 0 if method else 1
+        keywords = {k.arg: k.value for k in node.keywords}
+        dim = node.args[first] if len(node.args) > first else keywords.get("dim")
+        end = self.text.span(node)[1] - 1  # the closing parenthesis
+        if dim is None:
+            if len(node.args) == first and not node.keywords:
+                yield Site("dims", node, [(end, end, "0" if method else ", 0")])
+            return
+        for other in _other_dims(dim):
+            yield Site("dims", node, [(*self.text.span(dim), other)])
+        keepdim = keywords.get("keepdim")
+        if isinstance(keepdim, ast.Constant) and isinstance(keepdim.value, bool):
+            yield Site("dims", node, [(*self.text.span(keepdim), str(not keepdim.value))])
+        elif keepdim is None:
+            yield Site("dims", node, [(end, end, ", keepdim=True")])
+
+    def compare(self, node: ast.AST) -> Iterator[Site]:
+        """``>`` -> ``>=`` and -> ``<``, ``<`` -> ``<=`` and -> ``>``, and the same from ``>=``, ``<=``."""
+        if not isinstance(node, ast.Compare):
+            return
+        operands = [node.left, *node.comparators]
+        for i, op in enumerate(node.ops):
+            token = _COMPARE_TOKENS.get(type(op))
+            if token is not None:
+                for new in COMPARE_SWAPS[token]:
+                    yield Site("compare", node, [self.operator_token(operands[i], operands[i + 1], token, new)])
+
+    def swap_return(self, node: ast.AST) -> Iterator[Site]:
+        """Two returned gradients (not None) trade places."""
+        if not isinstance(node, ast.Return) or not isinstance(node.value, ast.Tuple):
+            return
+        gradients = [e for e in node.value.elts if not (isinstance(e, ast.Constant) and e.value is None)]
+        for a, b in itertools.combinations(gradients, 2):
+            i, j = node.value.elts.index(a), node.value.elts.index(b)
+            a_text, b_text = self.text.segment(a), self.text.segment(b)
+            shown = (f"return[{i}] = {a_text}; return[{j}] = {b_text}",
+                     f"return[{i}] = {b_text}; return[{j}] = {a_text}")
+            yield Site("swap_return", node.value, [(*self.text.span(a), b_text), (*self.text.span(b), a_text)],
+                       shown)
+
+    def drop_grad_output(self, node: ast.AST) -> Iterator[Site]:
+        """The incoming gradient replaced by ones, or a multiplication by it dropped."""
+        if isinstance(node, ast.Name) and node.id in self.grads and isinstance(node.ctx, ast.Load):
+            yield Site("drop_grad_output", node, [self.replace(node, f"torch.ones_like({node.id})")])
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for mine, other in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(mine, ast.Name) and mine.id in self.grads:
+                    yield Site("drop_grad_output", node, [self.replace(node, self.text.segment(other))])
+
+    def inplace(self, node: ast.AST) -> Iterator[Site]:
+        """An in-place update of grad_output or a saved tensor (``g * m`` -> ``g.mul_(m)``,
+        ``x.clamp(...)`` -> ``x.clamp_(...)``, ``torch.sqrt(y)`` -> ``y.sqrt_()``), or a
+        ``.clone()`` dropped (``g = grad.clone(); g[mask] = 0`` then writes into grad)."""
+        if isinstance(node, ast.BinOp) and type(node.op) in INPLACE_BINOPS and isinstance(node.left, ast.Name) \
+                and node.left.id in self.tracked:
+            method = f"{node.left.id}.{INPLACE_BINOPS[type(node.op)]}({self.text.segment(node.right)})"
+            yield Site("inplace", node, [self.replace(node, method)])
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            return
+        func, name = node.func, node.func.attr
+        if name == "clone":
+            yield Site("inplace", node, [self.replace(node, self.text.segment(func.value))])
+        elif not hasattr(torch.Tensor, f"{name}_") or name.endswith("_"):
+            return
+        elif isinstance(func.value, ast.Name) and func.value.id in self.tracked:
+            end = self.text.span(func)[1]
+            yield Site("inplace", node, [(end, end, "_")])
+        elif _is_torch_call(node, name) and node.args and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id in self.tracked:
+            rest = [self.text.segment(a) for a in node.args[1:]]
+            rest += [f"{k.arg}={self.text.segment(k.value)}" if k.arg else f"**{self.text.segment(k.value)}"
+                     for k in node.keywords]
+            method = f"{node.args[0].id}.{name}_({', '.join(rest)})"
+            yield Site("inplace", node, [self.replace(node, method)])
+
+
+_COMPARE_TOKENS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<="}
+
+
+def _saved_names(fn: ast.FunctionDef) -> set[str]:
+    """Names bound from ``ctx.saved_tensors`` (unpacked, or one element of it)."""
+    found: set[str] = set()
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Assign):
+            continue
+        value = node.value.value if isinstance(node.value, ast.Subscript) else node.value
+        if isinstance(value, ast.Attribute) and value.attr == "saved_tensors":
+            for target in node.targets:
+                found |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return found
+
+
+def _gradient_values(node: ast.AST) -> list[ast.AST]:
+    """The gradient expressions of one returned element: both sides of ``g if need else None``."""
+    if isinstance(node, ast.Constant) and node.value is None:
+        return []
+    if isinstance(node, ast.IfExp):
+        return _gradient_values(node.body) + _gradient_values(node.orelse)
+    return [node]
+
+
+def _is_tuple(node: ast.AST) -> bool:
+    """A tuple literal, or tuples concatenated or repeated: ``(g, None) + (None,) * n``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+        return _is_tuple(node.left) or _is_tuple(node.right)
+    return isinstance(node, ast.Tuple)
+
+
+def _is_int(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _is_torch_call(node: ast.AST, name: str) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch")
+
+
+def _other_dims(node: ast.AST) -> list[str]:
+    """Wrong dims for a reduction: an int shifted by one; a tuple with one dim left out or shifted."""
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        return []
+    if isinstance(value, int):
+        return [str(value + 1)] + ([str(value - 1)] if value > 0 else [])
+    if not isinstance(value, tuple) or not all(isinstance(d, int) for d in value):
+        return []
+    others = [value[:i] + value[i + 1:] for i in range(len(value))] if len(value) > 1 else []
+    others += [(*value[:i], d + 1, *value[i + 1:]) for i, d in enumerate(value) if d + 1 not in value]
+    return [str(o[0]) if len(o) == 1 else str(o) for o in others]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+# -- the originals ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Original:
+    """A correct hand-written backward and the layer it is checked through."""
+
+    name: str
+    files: tuple[Path, ...]  # copied next to each mutant; the first one is loaded
+    attribute: str  # the class to load from the first file (a zoo file's LAYER)
+    mutated: Path  # the file whose backward is mutated, one of ``files``
+    layouts: tuple[str, ...]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def originals() -> list[Original]:
+    """The bundled layers at small layouts, then each correct zoo layer with a backward."""
+    layers = ROOT / "layers"
+    prelu, srelu, function = layers / "prelu.py", layers / "srelu.py", layers / "srelu_function.py"
+    found = [
+        Original("layers/prelu.py:PReLU", (prelu,), "PReLU", prelu, ("2,3,4,4:BCSS",)),
+        Original("layers/srelu.py:SReLU", (srelu, function), "SReLU", function, ("2,3,4,4:BCSS",)),
+        # specs/srelu_function.yaml's layouts (24,24,20,128:SSCB and 1,1,20,1:UUCU x4), shrunk
+        Original("layers/srelu_function.py:SReLUFunction", (function,), "SReLUFunction", function,
+                 ("4,4,3,2:SSCB",) + ("1,1,3,1:UUCU",) * 4),
+    ]
+    for path in sorted((ROOT / "tests" / "zoo").glob("good_*.py")):
+        source = path.read_text()
+        tree = ast.parse(source)
+        if backward_functions(tree):
+            values = _literals(tree, ("LAYOUTS", "ARGS", "KWARGS"))
+            found.append(Original(_shown(path), (path,), "LAYER", path, tuple(values["LAYOUTS"]),
+                                  tuple(values.get("ARGS", ())), dict(values.get("KWARGS", {}))))
+    return found
+
+
+def _literals(tree: ast.Module, names: Sequence[str]) -> dict[str, Any]:
+    """Module-level ``NAME = literal`` values (a zoo file's LAYOUTS, ARGS, KWARGS), read without importing it."""
+    found = {}
+    for node in tree.body:
+        target: ast.expr
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id in names:
+            found[target.id] = ast.literal_eval(value)
+    return found
+
+
+def load(original: Original, source: str, folder: Path) -> type:
+    """Write the original's files with ``source`` as the mutated one into ``folder`` and load the
+    layer through layercheck's loader. Raises LoadError."""
+    folder.mkdir(parents=True)
+    for file in original.files:
+        (folder / file.name).write_text(source if file == original.mutated else file.read_text())
+    try:
+        return resolve(f"{folder / original.files[0].name}:{original.attribute}")
+    finally:
+        # The loader puts the file's folder on sys.path for its sibling imports; hundreds of
+        # mutant folders left there would slow every later import down.
+        while str(folder) in sys.path:
+            sys.path.remove(str(folder))
+
+
+# -- judging a mutant -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    """One input on which a mutant must behave as the original does to be equivalent."""
+
+    description: str
+    kind: str  # "random", "boundary" or "partial"
+    inputs: tuple[torch.Tensor, ...]
+    parameters: dict[str, torch.Tensor] | None = None  # None: the layer's own
+    requiring: frozenset[str] | None = None  # the only tensors that require grad; None: all
+
+    def requires(self, name: str) -> bool:
+        return self.requiring is None or name in self.requiring
+
+
+def _normal(shape: Sequence[int], seed: int) -> torch.Tensor:
+    return torch.randn(tuple(shape), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def cases_for(target: Target, seed: int) -> list[Case]:
+    """Random inputs and parameters at several seeds, boundary inputs, and one tensor requiring grad at a time."""
+    own = {name: p.detach().clone() for name, p in target.build(torch.float64).parameters()}
+
+    def inputs(s: int) -> tuple[torch.Tensor, ...]:
+        return tuple(_normal(layout.size, s * 100 + i) for i, layout in enumerate(target.layouts))
+
+    def parameters(s: int) -> dict[str, torch.Tensor]:
+        return {name: _normal(p.shape, s * 100 + 50 + k) for k, (name, p) in enumerate(own.items())}
+
+    first = seed * 1000
+    found = []
+    for s in range(first, first + SEEDS):
+        found.append(Case(f"random inputs (seed {s})", "random", inputs(s)))
+        if own:
+            found.append(Case(f"random inputs and parameters (seed {s})", "random", inputs(s), parameters(s)))
+    for values, tail in [(None, "")] + ([(parameters(first), ", random parameters")] if own else []):
+        for changed, description in _boundary(inputs(first), values or own, target.layouts):
+            found.append(Case(description + tail, "boundary", changed, values))
+    names = [f"input {i}" for i in range(len(target.layouts))] + list(own)
+    if len(names) > 1:
+        found += [Case(f"only {name} requires grad", "partial", inputs(first), requiring=frozenset({name}))
+                  for name in names]
+    return found
+
+
+def _boundary(inputs: tuple[torch.Tensor, ...], parameters: dict[str, torch.Tensor],
+              layouts: Sequence[Layout]) -> Iterator[tuple[tuple[torch.Tensor, ...], str]]:
+    """Zeros, large values, and every other element of an input set to another tensor's values
+    (broadcast): the kinks of thresholds and of comparisons between inputs."""
+    yield tuple(torch.zeros_like(x) for x in inputs), "zero inputs"
+    yield tuple(x * LARGE for x in inputs), f"inputs x {LARGE:g}"
+    others = {f"input {i}": x for i, x in enumerate(inputs)} | parameters
+    for i, (x, layout) in enumerate(zip(inputs, layouts)):
+        if len(inputs) > 1:
+            yield (*inputs[:i], torch.zeros_like(x), *inputs[i + 1:]), f"input {i} zero"
+            yield (*inputs[:i], x * LARGE, *inputs[i + 1:]), f"input {i} x {LARGE:g}"
+        every_other = (torch.arange(x.numel()) % 2 == 0).view(x.shape)
+        for name, value in others.items():
+            spread = _spread(value, x, layout) if name != f"input {i}" else None
+            if spread is not None:
+                yield (*inputs[:i], torch.where(every_other, spread, x), *inputs[i + 1:]), f"input {i} at {name}"
+
+
+def _spread(value: torch.Tensor, x: torch.Tensor, layout: Layout) -> torch.Tensor | None:
+    """``value`` broadcast to ``x``'s shape; a per-channel vector along the layout's C dimension."""
+    channel = layout.finddim("C")
+    if value.ndim == 1 and channel and value.numel() == x.shape[channel[0]] and x.ndim > 1:
+        shape = [1] * x.ndim
+        shape[channel[0]] = -1
+        value = value.view(shape)
+    try:
+        return torch.broadcast_to(value, x.shape)
+    except RuntimeError:
+        return None
+
+
+def observe(target: Target, case: Case) -> dict[str, Any]:
+    """What a caller sees of one forward and two backwards over the same graph: the gradients
+    in ``.grad``, and its tensors afterwards. An exception is recorded by its type."""
+    subject = target.build(torch.float64)
+    parameters = dict(subject.parameters())
+    if case.parameters is not None:
+        with torch.no_grad():
+            for name, value in case.parameters.items():
+                parameters[name].copy_(value)
+    inputs = [x.clone().requires_grad_(case.requires(f"input {i}")) for i, x in enumerate(case.inputs)]
+    for name, p in parameters.items():
+        p.requires_grad_(case.requires(name))
+    leaves = [(f"input {i}", x) for i, x in enumerate(inputs)] + list(parameters.items())
+    seen: dict[str, Any] = {}
+    try:
+        outputs = [o for o in tensors_in(subject.forward(inputs)) if o.requires_grad]
+    except LayerRaised as exc:
+        return {"forward": type(exc.exc).__name__}
+    grads = [_normal(o.shape, 7 + j) for j, o in enumerate(outputs)]
+    for prefix in ("gradient", "second gradient"):
+        try:
+            torch.autograd.backward(outputs, grads, retain_graph=True)
+        except Exception as exc:
+            seen[f"{prefix}: backward"] = type(exc).__name__
+            continue
+        for name, t in leaves:
+            seen[f"{prefix} of {name}"] = t.grad
+            t.grad = None
+    seen |= {f"{name} after backward": t.detach().clone() for name, t in leaves}
+    seen |= {f"output {j} after backward": o.detach().clone() for j, o in enumerate(outputs)}
+    seen |= {f"grad_output {j} after backward": g for j, g in enumerate(grads)}
+    return seen
+
+
+def _same(a: Any, b: Any) -> bool:
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return a == b if type(a) is type(b) else False
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    finite = a[a.isfinite()]
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
+    return torch.allclose(b, a, rtol=TOLERANCE, atol=TOLERANCE * scale, equal_nan=True)
+
+
+def gradcheck_verdict(target: Target, *, fast: bool, seed: int) -> str:
+    """``passed``, ``failed`` (gradcheck returned False) or ``raised Type: message``: gradcheck,
+    float64, on layercheck's generated inputs and every parameter (through functional_call)."""
+    subject = target.build(torch.float64)
+    inputs = [x.requires_grad_() for x in subject.inputs()]
+    names = [name for name, _ in subject.parameters()]
+    parameters = [p.detach().clone().requires_grad_() for _, p in subject.parameters()]
+    module = subject.module
+    function: Callable[..., Any]
+    if module is None:
+        function = target.cls.apply  # type: ignore[attr-defined]
+    else:
+        module.train()
+
+        def function(*tensors: torch.Tensor) -> Any:
+            return torch.func.functional_call(module, dict(zip(names, tensors[len(inputs):])),
+                                              tuple(tensors[:len(inputs)]))
+
+    torch.manual_seed(seed)  # fast mode's random directions
+    try:
+        passed = torch.autograd.gradcheck(function, (*inputs, *parameters), fast_mode=fast, raise_exception=False)
+    except Exception as exc:
+        return f"raised {type(exc).__name__}: {_flat(str(exc))[:160]}"
+    return "passed" if passed else "failed"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One thing a caller sees differently from the original, on one case."""
+
+    what: str  # "gradient of input 0", "grad_output 0 after backward", "second gradient: backward" (raised)
+    case: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What became of one mutant."""
+
+    mutant: Mutant
+    original: str
+    differences: tuple[Difference, ...]  # empty: equivalent
+    cases: int
+    caught_by: tuple[str, ...] = ()  # layercheck's check[variant]s that failed or errored where the original's did not
+    changed: tuple[str, ...] = ()  # other statuses unlike the original's ("gradients[float32]: passed -> skipped")
+    fast: str = ""  # gradcheck's verdicts: "passed", "failed", "raised ..."
+    slow: str = ""
+
+    @property
+    def equivalent(self) -> bool:
+        return not self.differences
+
+    @property
+    def on_random(self) -> bool:
+        """Whether it differs from the original on random inputs (not only on boundary or partial cases)."""
+        return any(d.kind == "random" for d in self.differences)
+
+    def how_it_differs(self) -> str:
+        """On which kinds of case, on how many, and in what."""
+        kinds = {d.kind for d in self.differences}
+        where = "random inputs" if self.on_random else " and ".join(sorted(kinds)) + " cases only"
+        cases = len({d.case for d in self.differences})
+        what = list(dict.fromkeys(d.what for d in self.differences))
+        shown = ", ".join(what[:4]) + (f" and {len(what) - 4} more" if len(what) > 4 else "")
+        # An in-place edit can leave the gradients right and corrupt only what the caller holds
+        same = "" if any(w.startswith("gradient") for w in what) else " (the first backward's gradients are right)"
+        return (f"differs on {where} ({cases} of {self.cases} cases, first: {self.differences[0].case}): "
+                f"{shown}{same}")
+
+
+class Bench:
+    """One original: its layer, the cases equivalence is judged on, and its own results, which a
+    mutant's are compared with."""
+
+    def __init__(self, original: Original, workdir: Path, seed: int) -> None:
+        self.original = original
+        self.workdir = workdir
+        self.seed = seed
+        self.cls = load(original, original.mutated.read_text(), workdir / "original")
+        target = self.target(self.cls)
+        self.cases = cases_for(target, seed)
+        self.reference = [observe(target, case) for case in self.cases]
+        self.statuses, self.run_error = self.layercheck(self.cls)
+        self.fast = gradcheck_verdict(target, fast=True, seed=seed)
+        self.slow = gradcheck_verdict(target, fast=False, seed=seed)
+        self.count = 0
+
+    def target(self, cls: type) -> Target:
+        return Target(cls, [Layout.parse(text) for text in self.original.layouts], args=self.original.args,
+                      kwargs=self.original.kwargs, seed=self.seed, name=self.original.name)
+
+    def layercheck(self, cls: type) -> tuple[dict[str, Status], str | None]:
+        report = run_target(self.target(cls), select(), options=Options(seed=self.seed))
+        return {label(r.check, r.variant): r.status for r in report.results}, report.error
+
+    def judge(self, mutant: Mutant) -> Verdict:
+        self.count += 1
+        try:
+            cls = load(self.original, mutant.source, self.workdir / f"mutant{self.count:04d}")
+        except LoadError as exc:  # counts as caught by both, as a forward that raises does
+            return Verdict(mutant, self.original.name, (Difference(f"load: {exc}", "loading", "random"),),
+                           len(self.cases), ("load error",), (), "load error", "load error")
+        target = self.target(cls)
+        differences = tuple(Difference(what, case.description, case.kind)
+                            for case, reference in zip(self.cases, self.reference)
+                            for what in _differences(reference, observe(target, case)))
+        # An equivalent mutant is judged too: what either tool reports on it is a false alarm.
+        statuses, error = self.layercheck(cls)
+        if error is not None and self.run_error is None:
+            caught: tuple[str, ...] = (f"run error: {error}",)
+        else:
+            caught = tuple(name for name, status in statuses.items()
+                           if status in CAUGHT and self.statuses.get(name) not in CAUGHT)
+        changed = tuple(f"{name}: {self.statuses.get(name, 'absent')} -> {status}"
+                        for name, status in statuses.items()
+                        if status is not self.statuses.get(name) and name not in caught)
+        if any(d.what == "forward" for d in differences):  # caught by both, whatever gradcheck would say
+            fast = slow = "forward raised"
+        else:
+            fast = gradcheck_verdict(target, fast=True, seed=self.seed)
+            slow = gradcheck_verdict(target, fast=False, seed=self.seed)
+        return Verdict(mutant, self.original.name, differences, len(self.cases), caught, changed, fast, slow)
+
+
+def _differences(reference: dict[str, Any], seen: dict[str, Any]) -> list[str]:
+    return [key for key in sorted(set(reference) | set(seen)) if not _same(reference.get(key), seen.get(key))]
+
+
+# -- the report -------------------------------------------------------------------------------
+
+def _rate(caught: int, total: int) -> str:
+    return f"{caught}/{total}" + (f" ({100 * caught / total:.0f}%)" if total else "")
+
+
+def _row(name: str, verdicts: Sequence[Verdict], gradcheck_applies: Callable[[Verdict], bool]) -> str:
+    judged = [v for v in verdicts if not v.equivalent]
+    applies = [v for v in judged if gradcheck_applies(v)]
+    return (f"{name:44} {len(verdicts):>7} {len(verdicts) - len(judged):>10} "
+            f"{sum(not v.on_random for v in judged):>13} "
+            f"{_rate(sum(bool(v.caught_by) for v in judged), len(judged)):>14} "
+            f"{_rate(sum(v.fast != 'passed' for v in applies), len(applies)):>16} "
+            f"{_rate(sum(v.slow != 'passed' for v in applies), len(applies)):>16}")
+
+
+def report(benches: Sequence[Bench], verdicts: Sequence[Verdict], *, every: bool = False) -> None:
+    """Print the tables, the lists of misses and the equivalent mutants (with ``every``, every verdict)."""
+    clean = {b.original.name for b in benches if b.fast == b.slow == "passed"}
+
+    def applies(v: Verdict) -> bool:
+        return v.original in clean
+
+    header = (f"{'original':44} {'mutants':>7} {'equivalent':>10} {'boundary only':>13} {'layercheck':>14} "
+              f"{'gradcheck fast':>16} {'gradcheck slow':>16}")
+    print(header)
+    print("-" * len(header))
+    for bench in benches:
+        mine = [v for v in verdicts if v.original == bench.original.name]
+        print(_row(bench.original.name + ("" if bench.original.name in clean else " *"), mine, applies))
+    print("-" * len(header))
+    print(_row("all", verdicts, applies))
+    comparable = [v for v in verdicts if applies(v)]
+    if len(comparable) < len(verdicts):
+        print(_row("all where gradcheck passes the original", comparable, applies))
+    print(_row("  the same, those differing on random inputs", [v for v in comparable if v.on_random], applies))
+    for bench in benches:
+        if bench.original.name not in clean:
+            print(f"* gradcheck does not pass the original (fast: {bench.fast}; slow: {bench.slow}); "
+                  "its mutants are left out of gradcheck's columns")
+        broken = [name for name, status in bench.statuses.items() if status in CAUGHT]
+        if broken or bench.run_error:
+            print(f"! layercheck does not pass {bench.original.name}: {bench.run_error or ', '.join(broken)}")
+    print("boundary only: differs from the original only on boundary inputs (zeros, large values, values at "
+          "another tensor's), never on random ones")
+    print()
+    print("by operator")
+    for operator in OPERATORS:
+        print(_row(f"  {operator}", [v for v in verdicts if v.mutant.operator == operator], applies))
+    print()
+
+    print("layercheck's default suite on each original:")
+    for bench in benches:
+        by_status: dict[str, list[str]] = {}
+        for name, status in bench.statuses.items():
+            by_status.setdefault(status.value, []).append(name)
+        print(f"  {bench.original.name}: " + "; ".join(f"{status} {', '.join(names)}"
+                                                       for status, names in by_status.items()))
+    print()
+
+    judged = [v for v in verdicts if not v.equivalent]
+    missed = [v for v in judged if not v.caught_by]
+    print(f"missed by layercheck ({len(missed)} of {len(judged)}):")
+    for v in missed:
+        _describe(v, f"gradcheck fast: {v.fast}; slow: {v.slow}"
+                     + ("" if applies(v) else " (gradcheck does not pass the original either)"))
+        print(f"      layercheck: {'; '.join(v.changed) or 'every check as on the original'}")
+    gradcheck_missed = [v for v in judged if applies(v) and "passed" in (v.fast, v.slow)]
+    print()
+    print(f"missed by gradcheck in fast or slow mode ({len(gradcheck_missed)} of {sum(map(applies, judged))}):")
+    for v in gradcheck_missed:
+        if v.fast == v.slow:
+            said = "gradcheck passes it in fast and slow mode"
+        else:
+            mode, other, verdict = ("fast", "slow", v.slow) if v.fast == "passed" else ("slow", "fast", v.fast)
+            said = f"gradcheck passes it in {mode} mode ({other}: {verdict})"
+        _describe(v, f"{said}; layercheck: {', '.join(v.caught_by) or 'missed too'}")
+    equivalent = [v for v in verdicts if v.equivalent]
+    print()
+    print(f"equivalent ({len(equivalent)}; a tool that fails one raises a false alarm):")
+    for v in equivalent:
+        print(f"  {_mutant_line(v)}")
+        print(f"      layercheck: {', '.join(v.caught_by) or 'passes'}; gradcheck fast: {v.fast}; slow: {v.slow}")
+    if every:
+        print()
+        print("every mutant:")
+        for v in verdicts:
+            said = (("equivalent; " if v.equivalent else "")
+                    + f"layercheck: {', '.join(v.caught_by) or 'passes'}; gradcheck fast: {v.fast}; slow: {v.slow}")
+            print(f"  {_mutant_line(v)}\n      {said}")
+
+
+def _mutant_line(v: Verdict) -> str:
+    return f"{v.mutant.where():40} {v.mutant.operator:16} {v.mutant.before}  ->  {v.mutant.after}   [{v.original}]"
+
+
+def _describe(v: Verdict, verdicts: str) -> None:
+    print(f"  {_mutant_line(v)}")
+    print(f"      {v.how_it_differs()}")
+    print(f"      {verdicts}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="one original: its name or a part of it (prelu.py, good_grad_swish)")
+    parser.add_argument("--max", type=int, default=None, help="at most N mutants per original, drawn with the seed")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the inputs, of the checks and of --max")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the layers are tiny)")
+    parser.add_argument("--all", action="store_true", help="list every mutant with its verdicts")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    chosen = originals()
+    if args.only:
+        chosen = [o for o in chosen if args.only == o.name] or [o for o in chosen if args.only in o.name]
+        if len(chosen) != 1:
+            parser.error(f"--only {args.only} names {len(chosen)} originals; they are: "
+                         + ", ".join(o.name for o in originals()))
+    benches, verdicts = [], []
+    with tempfile.TemporaryDirectory(prefix="layercheck_mutants_") as workdir, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # mutants make torch warn (in-place, shapes); the figures are the output
+        for index, original in enumerate(chosen):
+            began = time.perf_counter()
+            bench = Bench(original, Path(workdir) / f"original{index}", args.seed)
+            mutants = mutants_of(original.mutated.read_text(), original.mutated)
+            if args.max is not None and len(mutants) > args.max:
+                keep = set(random.Random(args.seed).sample(range(len(mutants)), args.max))
+                mutants = [m for i, m in enumerate(mutants) if i in keep]
+            verdicts += [bench.judge(mutant) for mutant in mutants]
+            benches.append(bench)
+            print(f"{original.name}: {len(mutants)} mutants, {time.perf_counter() - began:.1f} s", file=sys.stderr)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), seed {args.seed}; "
+          f"{len(verdicts)} mutants of {len(benches)} hand-written backward passes\n")
+    report(benches, verdicts, every=args.all)
+    print()
+    print(f"wall time: {time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""The mutation benchmark (benchmarks/mutants.py) on one tiny Function written here."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from conftest import ROOT
+
+SOURCE = '''import torch
+
+
+class SquaredReLU(torch.autograd.Function):
+    """y = w * relu(x) ** 2, with one weight per feature."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return w * torch.where(x > 0, x * x, 0.0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        grad_x = grad * w * torch.where(x > 0, 2 * x, 0.0)
+        grad_w = (grad * torch.where(x > 0, x * x, 0.0)).sum(0, keepdim=True)
+        return grad_x, grad_w
+'''
+FORWARD = "        return w * torch.where(x > 0, x * x, 0.0)\n"
+
+
+def load_benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("benchmark_mutants", ROOT / "benchmarks" / "mutants.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_mutants_of_a_tiny_function(tmp_path: Path) -> None:
+    bench = load_benchmark()
+    path = tmp_path / "squared_relu.py"
+    path.write_text(SOURCE)
+    mutants = bench.mutants_of(SOURCE, path)
+
+    assert {"sign", "scale", "dims", "compare", "swap_return", "drop_grad_output", "inplace"} <= {
+        m.operator for m in mutants}
+    assert all(FORWARD in m.source and m.source != SOURCE for m in mutants)  # backward only, one edit each
+    assert len({m.source for m in mutants}) == len(mutants)
+
+    original = bench.Original("squared_relu.py:SquaredReLU", (path,), "SquaredReLU", path, ("4,3:BC", "1,3:UC"))
+    judge = bench.Bench(original, tmp_path / "work", seed=0)
+    assert judge.fast == judge.slow == "passed"
+
+    # relu(x)² has derivative 0 at 0 from either side: where x >= 0 takes the same values
+    same = judge.judge(next(m for m in mutants if m.operator == "compare" and m.after == "x >= 0"))
+    assert same.equivalent
+    assert same.caught_by == () and same.fast == same.slow == "passed"  # no false alarm
+
+    flipped = judge.judge(next(m for m in mutants if m.operator == "sign" and m.before == "grad_x"))
+    assert not flipped.equivalent
+    assert "gradients[float64]" in flipped.caught_by
+    assert flipped.fast == flipped.slow == "failed"
