@@ -7,12 +7,15 @@ tests/zoo/good_*.py that defines a ``backward`` staticmethod. A mutant changes o
 of a ``backward`` (or ``vjp``) body; forward is never touched. It is written next to copies of
 the original's files and loaded with layercheck's loader, as a user's file is.
 
-A mutant is equivalent when, on random inputs (and random parameters) at several seeds, on
-boundary inputs (zeros, large values, elements equal to the other tensors' values: the
-thresholds) and with only one tensor requiring grad, its gradients, the gradients of a second
-backward over the same graph, and the caller's tensors after backward (inputs, outputs,
-grad_output, parameters) equal the original's within 1e-12 relative. Equivalent mutants are
-left out of the rates (what the tools say of them is listed: a failure there is a false alarm).
+A mutant is equivalent when, on random inputs (and random parameters) at several seeds and
+with only one tensor requiring grad, its gradients, the gradients of a second backward over
+the same graph, and the caller's tensors after backward (inputs, outputs, grad_output,
+parameters) equal the original's within 1e-12 relative. One that differs only on boundary
+inputs (zeros, large values, elements equal to the other tensors' values: the thresholds)
+differs only in the subgradient it picks exactly at a kink (``x > 0`` -> ``x >= 0``), which is
+as right as the original's: it is equivalent too, counted in its own column. Equivalent
+mutants are left out of the rates (what the tools say of them is listed: a failure there is a
+false alarm).
 On every mutant it runs layercheck's default suite (caught: a check ``failed`` or ``error``
 that passed or was skipped on the original) and gradcheck in fast and slow mode (float64, every
 input and parameter; caught: it returns False or raises), then lists every mutant each of them
@@ -42,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from layercheck.errors import LayerRaised, LoadError  # noqa: E402
+from layercheck.inputs import InputSpec, parse_input  # noqa: E402
 from layercheck.layout import Layout  # noqa: E402
 from layercheck.loading import resolve  # noqa: E402
 from layercheck.registry import select  # noqa: E402
@@ -519,7 +523,8 @@ def cases_for(target: Target, seed: int) -> list[Case]:
     own = {name: p.detach().clone() for name, p in target.build(torch.float64).parameters()}
 
     def inputs(s: int) -> tuple[torch.Tensor, ...]:
-        return tuple(_normal(layout.size, s * 100 + i) for i, layout in enumerate(target.layouts))
+        # drawn as each input is declared (integer indices, positive values, ...)
+        return tuple(target.inputs(torch.float64, seed=s * 100))
 
     def parameters(s: int) -> dict[str, torch.Tensor]:
         return {name: _normal(p.shape, s * 100 + 50 + k) for k, (name, p) in enumerate(own.items())}
@@ -531,7 +536,7 @@ def cases_for(target: Target, seed: int) -> list[Case]:
         if own:
             found.append(Case(f"random inputs and parameters (seed {s})", "random", inputs(s), parameters(s)))
     for values, tail in [(None, "")] + ([(parameters(first), ", random parameters")] if own else []):
-        for changed, description in _boundary(inputs(first), values or own, target.layouts):
+        for changed, description in _boundary(inputs(first), values or own, target.specs):
             found.append(Case(description + tail, "boundary", changed, values))
     names = [f"input {i}" for i in range(len(target.layouts))] + list(own)
     if len(names) > 1:
@@ -541,9 +546,13 @@ def cases_for(target: Target, seed: int) -> list[Case]:
 
 
 def _boundary(inputs: tuple[torch.Tensor, ...], parameters: dict[str, torch.Tensor],
-              layouts: Sequence[Layout]) -> Iterator[tuple[tuple[torch.Tensor, ...], str]]:
+              specs: Sequence[InputSpec]) -> Iterator[tuple[tuple[torch.Tensor, ...], str]]:
     """Zeros, large values, and every other element of an input set to another tensor's values
-    (broadcast): the kinks of thresholds and of comparisons between inputs."""
+    (broadcast): the kinks of thresholds and of comparisons between inputs. Inputs declared on a
+    domain or of another dtype than floats keep their values (a zero is outside (0, inf))."""
+    if not all(spec.plain for spec in specs):
+        return
+    layouts = [spec.layout for spec in specs]
     yield tuple(torch.zeros_like(x) for x in inputs), "zero inputs"
     yield tuple(x * LARGE for x in inputs), f"inputs x {LARGE:g}"
     others = {f"input {i}": x for i, x in enumerate(inputs)} | parameters
@@ -665,7 +674,14 @@ class Verdict:
 
     @property
     def equivalent(self) -> bool:
-        return not self.differences
+        """No difference, or one on boundary inputs only: exactly at a kink (x == 0 for
+        ``x > 0`` -> ``x >= 0``), where either one-sided derivative is a valid subgradient."""
+        return all(d.kind == "boundary" for d in self.differences)
+
+    @property
+    def subgradient(self) -> bool:
+        """Equivalent but for the subgradient chosen at a kink (differs on boundary inputs only)."""
+        return self.equivalent and bool(self.differences)
 
     @property
     def on_random(self) -> bool:
@@ -703,7 +719,7 @@ class Bench:
         self.count = 0
 
     def target(self, cls: type) -> Target:
-        return Target(cls, [Layout.parse(text) for text in self.original.layouts], args=self.original.args,
+        return Target(cls, [parse_input(text) for text in self.original.layouts], args=self.original.args,
                       kwargs=self.original.kwargs, seed=self.seed, name=self.original.name)
 
     def layercheck(self, cls: type) -> tuple[dict[str, Status], str | None]:
@@ -753,7 +769,7 @@ def _row(name: str, verdicts: Sequence[Verdict], gradcheck_applies: Callable[[Ve
     judged = [v for v in verdicts if not v.equivalent]
     applies = [v for v in judged if gradcheck_applies(v)]
     return (f"{name:44} {len(verdicts):>7} {len(verdicts) - len(judged):>10} "
-            f"{sum(not v.on_random for v in judged):>13} "
+            f"{sum(v.subgradient for v in verdicts):>13} "
             f"{_rate(sum(bool(v.caught_by) for v in judged), len(judged)):>14} "
             f"{_rate(sum(v.fast != 'passed' for v in applies), len(applies)):>16} "
             f"{_rate(sum(v.slow != 'passed' for v in applies), len(applies)):>16}")
@@ -766,7 +782,7 @@ def report(benches: Sequence[Bench], verdicts: Sequence[Verdict], *, every: bool
     def applies(v: Verdict) -> bool:
         return v.original in clean
 
-    header = (f"{'original':44} {'mutants':>7} {'equivalent':>10} {'boundary only':>13} {'layercheck':>14} "
+    header = (f"{'original':44} {'mutants':>7} {'equivalent':>10} {'of which kink':>13} {'layercheck':>14} "
               f"{'gradcheck fast':>16} {'gradcheck slow':>16}")
     print(header)
     print("-" * len(header))
@@ -786,8 +802,8 @@ def report(benches: Sequence[Bench], verdicts: Sequence[Verdict], *, every: bool
         broken = [name for name, status in bench.statuses.items() if status in CAUGHT]
         if broken or bench.run_error:
             print(f"! layercheck does not pass {bench.original.name}: {bench.run_error or ', '.join(broken)}")
-    print("boundary only: differs from the original only on boundary inputs (zeros, large values, values at "
-          "another tensor's), never on random ones")
+    print("of which kink: equivalent but for the subgradient picked exactly at a kink (differs only on boundary "
+          "inputs: zeros, large values, values at another tensor's)")
     print()
     print("by operator")
     for operator in OPERATORS:

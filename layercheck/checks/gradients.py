@@ -203,8 +203,8 @@ class Analytic:
         return self.result
 
 
-def _analytic(ctx: Context, subject: Subject) -> Analytic:
-    fn = LayerFunction(subject, subject.inputs())
+def _analytic(ctx: Context, subject: Subject, inputs: list[torch.Tensor] | None = None) -> Analytic:
+    fn = LayerFunction(subject, subject.inputs() if inputs is None else inputs)
     recorder = BackwardRecorder()
     try:
         result = fn.gradient(lambda outputs: cotangents(ctx, outputs), watch=recorder)
@@ -322,6 +322,40 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
         tolerance = max(tolerance, FLOAT32_REFERENCE_TOLERANCE)
     with skip_if_not_differentiable():
         return Reference(fd, run, judge(fd, run.grads, tolerance), traced, float64_failure)
+
+
+# Note [second draw]
+#     A hand-written backward may branch on how its inputs compare (which of two bounds is the
+#     lower, per channel): with few elements, one draw of inputs can take the same branch
+#     everywhere and leave the other one unchecked — three channels all ordered one way happens
+#     one time in four. Where the inputs and parameters are small (SECOND_DRAW_LIMIT elements in
+#     all, where differencing costs next to nothing), the float64 reference is judged a second
+#     time on the first draw mirrored: inputs drawn symmetrically about zero are negated, which
+#     turns every comparison with zero and every order between two inputs the other way; the
+#     others (integers, masks, a domain) are drawn anew. Large inputs take every branch in one.
+SECOND_DRAW_LIMIT = 4096
+
+
+def second_draw_reference(ctx: Context) -> Reference | None:
+    """The float64 reference on a second draw of the inputs, for small layers (Note [second
+    draw]); None for large ones."""
+
+    def build() -> Reference | None:
+        subject = ctx.fresh(torch.float64)
+        sizes = sum(layout.numel for layout in ctx.layouts) + sum(p.numel() for _, p in subject.parameters())
+        if sizes > SECOND_DRAW_LIMIT:
+            return None
+        first = ctx.target.inputs(torch.float64)
+        fresh = ctx.target.inputs(torch.float64, seed=ctx.seed * 1_000_003 + 271_828)
+        inputs = [-x if spec.values.distribution == "normal" and spec.values.mean == 0 and x.is_floating_point()
+                  else other for spec, x, other in zip(ctx.target.specs, first, fresh)]
+        analytic = _analytic(ctx, subject, inputs)
+        run = analytic.check_ran()
+        if not run.outputs or any(not all_finite(y) for y in run.outputs):
+            return None  # the first draw is judged; this one has nothing to add
+        return _judged(ctx, analytic.fn, run)
+
+    return ctx.shared("layercheck.gradients.float64.second_draw", build)
 
 
 # Note [second call]
@@ -630,6 +664,11 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         ctx.note(constant)
         return (f"{_count_names(names)}: in eval mode, {_agreement(eval_reference(ctx).verdict)}; in training mode "
                 "the layer holds a no_grad computation constant by design (see the note)", details)
+    drawn = second_draw_reference(ctx) if verdict.passed else None
+    if drawn is not None and not drawn.verdict.passed:
+        details = {**details, "second_draw": drawn.verdict.to_dict()}
+        raise _disagreement(drawn, "on a second draw of the inputs (the first draw's agree: a branch the first "
+                            "draw did not take?), float64 analytic gradients", details)
     second = second_call_reference(ctx) if verdict.passed else None
     if second is not None and not second.verdict.passed:
         details = {**details, "second_call": second.verdict.to_dict()}

@@ -98,7 +98,8 @@ class LayerFunction:
         given = list(cotangents(outputs) if callable(cotangents) else cotangents)
         if len(given) != len(outputs):
             raise ValueError(f"{len(given)} cotangents for {len(outputs)} floating outputs")
-        pairs = [(y, w.to(y.dtype)) for y, w in zip(outputs, given) if w is not None and y.requires_grad]
+        # a copy of each cotangent: a backward that writes into grad_output must not change ours
+        pairs = [(y, w.to(y.dtype, copy=True)) for y, w in zip(outputs, given) if w is not None and y.requires_grad]
         values = [y.detach().clone() for y in outputs]  # before backward, which may write into a saved output
         grads: list[torch.Tensor | None] = [None] * len(self)
         if pairs and any(requires):
