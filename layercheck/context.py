@@ -91,8 +91,14 @@ class Context:
             self.notes.append(text)
 
     def planned(self, check_id: str) -> bool:
-        """Whether ``check_id`` runs for this target (a message may point at it only then)."""
+        """Whether ``check_id`` (or one variant, ``check:variant``) runs for this target: a
+        message may point at it only then."""
         return check_id in self._planned
+
+    def reported_by(self, check_id: str) -> str:
+        """`` (CHECK reports it)`` when that check runs for this target, else nothing: a
+        message never points at a check the user skipped."""
+        return f" ({check_id} reports it)" if self.planned(check_id) else ""
 
     @property
     def reproduce(self) -> str:

@@ -30,7 +30,7 @@ from layercheck.errors import (
 )
 from layercheck.invocation import Invocation
 from layercheck.loading import resolve
-from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select
+from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select, selector
 from layercheck.result import CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
 from layercheck.subject import Target, accelerators
@@ -130,7 +130,8 @@ class TargetRun:
         self.blocked: dict[str, str] = {}  # check id -> "failed" or "ended in an error"
         self.setup_failure: str | None = None
         self.results: dict[tuple[str, str], CheckResult] = {}
-        self._planned = frozenset(p.info.id for p in self.plan)
+        self._planned = frozenset([p.info.id for p in self.plan]
+                                  + [selector(p.info.id, v) for p in self.plan for v in p.variants])
 
     def start(self) -> str | None:
         """Construct and initialise the layer once; the run's error when that is impossible

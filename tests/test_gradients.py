@@ -66,7 +66,7 @@ def test_full_size_srelu_passes_and_a_bug_on_under_one_percent_is_caught() -> No
     found = results(run(load_zoo("gradients_region_bug").LAYER, full, only=("gradients",)))
     status, message, details = found["gradients[float64]"]
     assert status == "failed"
-    assert message.count("wrong: input 0") == 1 and "values in [" in message
+    assert message.count("wrong gradient of input 0") == 1 and "values in [" in message
     assert details["evaluations"] < 80  # the diagnosis stays O(1) in the input size
 
 
@@ -80,7 +80,8 @@ def test_failure_report_names_tensor_numbers_tolerance_and_reproduce_command(tmp
     entry = next(r for r in report["runs"][0]["results"] if r["check"] == "gradients" and r["variant"] == "float64")
     assert entry["status"] == "failed"
     message, details = entry["message"], entry["details"]
-    assert "wrong: parameter 'shift'" in message and "agree: input 0, parameter 'scale'" in message
+    assert message.startswith("wrong gradient of parameter 'shift': analytic = −numeric for all 4 elements")
+    assert "agree: input 0, parameter 'scale'" in message
     assert "tolerance 1e-06" in message
     (wrong,) = details["wrong"]
     assert wrong["tensor"] == "parameter 'shift'"

@@ -56,8 +56,8 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
     running statistics in eval mode; squeeze named dimensions only.
     """
     if predict_is_random(ctx):
-        raise CheckSkipped("predict draws random numbers, so observations cannot be compared "
-                           "(deterministic reports it)")
+        raise CheckSkipped("predict draws random numbers, so observations cannot be compared"
+                           + ctx.reported_by("deterministic"))
     subject = ctx.fresh()
     initial = subject.checkpoint()
     inputs = subject.inputs()

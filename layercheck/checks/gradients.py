@@ -236,13 +236,14 @@ class Reference:
     verdict: Verdict
     trace: Trace = field(default_factory=Trace)
     float64_failure: str | None = None  # why the layer cannot run in float64: the reference is float32
+    sizes: dict[int, str] = field(default_factory=dict)  # the input's sizes a wrong factor may come from
     _diagnosis: tuple[list[Finding], list[str], list[str]] | None = field(default=None, repr=False)
 
     def diagnosis(self) -> tuple[list[Finding], list[str], list[str]]:
         """(wrong tensors, tensors that agree, outputs whose gradient path is wrong)."""
         if self._diagnosis is None:
             with skip_if_not_differentiable():
-                wrong, right = diagnose(self.fd, self.run.grads, self.verdict.tolerance)
+                wrong, right = diagnose(self.fd, self.run.grads, self.verdict.tolerance, self.sizes)
                 self._diagnosis = (wrong, right, _wrong_outputs(self))
         return self._diagnosis
 
@@ -273,7 +274,7 @@ def float64_reference(ctx: Context) -> Reference:
             return _float32_reference(ctx, exc)
         if not run.outputs:
             raise CheckSkipped("the layer returns no floating output: there is nothing to differentiate")
-        _skip_unless_finite(run, "float64")
+        _skip_unless_finite(ctx, run, "float64")
         return _judged(ctx, fn, run)
 
     return ctx.shared("layercheck.gradients.float64", build)
@@ -294,7 +295,7 @@ def _float32_reference(ctx: Context, failure: LayerRaised) -> Reference:
     fn, run = analytic.fn, analytic.check_ran()
     if not run.outputs:
         raise CheckSkipped("the layer returns no floating output: there is nothing to differentiate")
-    _skip_unless_finite(run, "float32")
+    _skip_unless_finite(ctx, run, "float32")
     where = user_frame(failure.exc)
     cause = f"{failure.phase} raised {type(failure.exc).__name__}: {str(failure.exc).splitlines()[0]}"
     cause += f" at {where}" if where else ""
@@ -321,7 +322,24 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
     if float64_failure is not None:
         tolerance = max(tolerance, FLOAT32_REFERENCE_TOLERANCE)
     with skip_if_not_differentiable():
-        return Reference(fd, run, judge(fd, run.grads, tolerance), traced, float64_failure)
+        return Reference(fd, run, judge(fd, run.grads, tolerance), traced, float64_failure, _size_names(ctx))
+
+
+_LETTERS = {"B": "the batch size", "C": "the number of channels", "T": "the sequence length",
+            "S": "a spatial size", "U": "the size of a dimension"}
+
+
+def _size_names(ctx: Context) -> dict[int, str]:
+    """The sizes of the inputs a wrong constant factor is likely made of: the batch size, the
+    channels, each dimension, the elements averaged over per channel, all elements."""
+    names: dict[int, str] = {}
+    for layout in ctx.layouts:
+        per_channel = layout.numel // max(1, math.prod(s for s, f in zip(layout.size, layout.format) if f == "C"))
+        for size, letter in zip(layout.size, layout.format):
+            names.setdefault(size, _LETTERS.get(letter, "the size of a dimension"))
+        names.setdefault(per_channel, "the number of elements per channel (batch × positions)")
+        names.setdefault(layout.numel, "the number of input elements")
+    return names
 
 
 # Note [second draw]
@@ -427,15 +445,22 @@ def _graph_and_outputs(subject: Subject) -> tuple[tuple[str, ...], tuple[bytes, 
     return kinds, tuple(y.detach().cpu().numpy().tobytes() for y in outputs)
 
 
-def _skip_unless_finite(run: Backprop, dtype: str) -> None:
-    for i, y in enumerate(run.outputs):
-        if not all_finite(y):
-            raise CheckSkipped(f"{dtype} output {i} is not finite on the generated inputs, so no finite "
-                               "difference can be taken (the finite check reports it)")
-    for g in run.grads:
-        if g is not None and not all_finite(g):
-            raise CheckSkipped(f"a {dtype} gradient is not finite on the generated inputs "
-                               "(the finite check reports it)")
+def _skip_unless_finite(ctx: Context, run: Backprop, dtype: str) -> None:
+    """No finite difference can be taken of a layer whose outputs or gradients are not
+    finite: skipped pointing at the finite check, or failed when that check does not run
+    (a skip must never point at a check that did not run)."""
+    problem = next((f"{dtype} output {i} is not finite on the generated inputs" for i, y in enumerate(run.outputs)
+                    if not all_finite(y)), None)
+    if problem is None:
+        problem = next((f"a {dtype} gradient is not finite on the generated inputs" for g in run.grads
+                        if g is not None and not all_finite(g)), None)
+    if problem is None:
+        return
+    for reporter in ("finite", "gradients:float64"):
+        if reporter != f"{ctx.info.id}:{ctx.variant}" and ctx.planned(reporter):
+            raise CheckSkipped(f"{problem}, so no finite difference can be taken ({reporter} reports it)")
+    raise CheckFailed(f"{problem} (the finite check, which did not run, names where); no gradient can be judged "
+                      "until it is")
 
 
 @contextlib.contextmanager
@@ -571,11 +596,11 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     ref = float64_reference(ctx)
     if not ref.fd.fn.names:
         raise CheckSkipped("the layer has no floating input and no learnable parameter: nothing takes a gradient")
-    if ref.float64_failure is not None and dtype is not torch.float64:
+    if ref.float64_failure is not None and dtype is not torch.float64 and ctx.planned("gradients:float64"):
         raise CheckSkipped(f"the layer cannot run in float64 ({ref.float64_failure}): gradients[float64] judged its "
                            "float32 gradients against float32 finite differences, and there is no float64 gradient "
                            f"to compare {ctx.variant} with")
-    if dtype is torch.float64:
+    if dtype is torch.float64 or ref.float64_failure is not None:
         return _judge_float64(ctx, ref)
     return _judge_lower(ctx, ref, dtype)
 
@@ -775,6 +800,10 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
                 f"difference {differences[worst]:.2g} in {names[worst]}, tolerance {tolerance:g}), which "
                 f"{vouched}", details)
     if agree:
+        if ctx.planned("gradients:float64"):
+            raise CheckSkipped(f"the {name} gradients match the float64 ones (largest relative difference "
+                               f"{differences[worst]:.2g}, tolerance {tolerance:g}), which gradients[float64] "
+                               "reports wrong: one cause, reported there")
         raise _disagreement(ref, f"{name} gradients match the float64 ones, which", details, brief=True)
     if forward_is_random(ctx):
         raise CheckSkipped(
@@ -798,6 +827,10 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     if own.passed:
         return (f"{name} gradients of {_count_names(names)} agree with float64 finite differences "
                 f"({own.summary()}); the float64 backward does not (see gradients[float64])", details)
+    if ctx.planned("gradients:float64"):
+        raise CheckSkipped(f"the {name} gradients disagree with float64 finite differences too ({own.summary()}), "
+                           "and differ from the float64 gradients, which gradients[float64] reports wrong: fix "
+                           "that first")
     raise _disagreement(ref, f"{name} gradients differ from the float64 ones ({own.summary()}), and both", details)
 
 
@@ -849,15 +882,15 @@ def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[t
     return low.grads, reference.grads
 
 
-def _disagreement(ref: Reference, what: str, details: dict[str, Any], *,
-                  brief: bool = False, eval_mode: bool = False) -> CheckFailed:
+def _disagreement(ref: Reference, what: str, details: dict[str, Any], *, brief: bool = False,
+                  eval_mode: bool = False, derivative: str = "gradient") -> CheckFailed:
     wrong, right, outputs = ref.diagnosis()
     differences = "float32" if ref.float64_failure is not None else "float64"
-    lines = [f"{what} disagree with {differences} finite differences ({ref.verdict.summary()})"]
-    if wrong:
-        lines.append("wrong: " + " | ".join(f.describe(brief=brief) for f in wrong))
+    overall = f"{what} disagree with {differences} finite differences ({ref.verdict.summary()})"
+    if wrong:  # what to fix first, the combined numbers after
+        lines = [f"wrong {derivative} of " + " | ".join(f.describe(brief=brief) for f in wrong), overall]
     else:
-        lines.append("no single tensor stands out: small errors spread over several")
+        lines = [overall, "no single tensor stands out: small errors spread over several"]
     if outputs:
         lines.append("through " + " | ".join(outputs))
     if right:

@@ -83,8 +83,11 @@ def _reference(ctx: Context) -> Reference:
         raise CheckSkipped(f"the layer cannot run in float64 ({ref.float64_failure}): higher derivatives are "
                            "differenced in float64")
     if not ref.verdict.passed:  # only when the gradient check was skipped on purpose (--skip gradients)
-        raise CheckSkipped("the float64 first gradients disagree with finite differences (see gradients[float64]): "
-                           "higher derivatives are measured against them")
+        why = f"the float64 first gradients disagree with finite differences ({ref.verdict.summary()})"
+        if ctx.planned("gradients:float64"):
+            raise CheckSkipped(f"{why}, as gradients[float64] reports: higher derivatives are measured against them")
+        raise CheckFailed(f"{why}; gradients[float64], which did not run, says which tensor is wrong. Higher "
+                          "derivatives are measured against the first ones, so they cannot be judged until then")
     return ref
 
 
@@ -138,7 +141,7 @@ def gradgrad(ctx: Context) -> tuple[str, dict[str, Any]]:
     if verdict.passed:
         return f"double backward of {_tensors_and_cotangents(first.names)}: {_agreement(verdict)}", details
     failure = _disagreement(Reference(fd, Backprop(hvp, [], [], []), verdict),
-                            "second derivatives (double backward)", details)
+                            "second derivatives (double backward)", details, derivative="second derivative")
     raise CheckFailed(f"{failure.message}. {_why_wrong(first, fn)}", **failure.details)
 
 

@@ -8,4 +8,6 @@ are judged by. Import from the modules:
 - ``verdict``: the per-dtype gradient tolerances and ``judge``.
 - ``locate``: ``diagnose`` and ``locate``, which narrow a disagreement down to tensors,
   regions and elements.
+- ``patterns``: ``explain``, which recognises a wrong gradient's shape (a constant factor,
+  a flipped sign, a transpose, another tensor's gradient).
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -18,6 +18,7 @@ from layercheck.numerics.engine import (
     Region,
     element_index,
 )
+from layercheck.numerics.patterns import explain
 from layercheck.numerics.verdict import Verdict, judge
 
 # What narrowing a wrong tensor down may cost, only when the check has already failed: about
@@ -38,9 +39,13 @@ class Finding:
     regions: list[str] = field(default_factory=list)
     elements: list[dict[str, Any]] = field(default_factory=list)
     checked_elements: int = 0
+    pattern: str | None = None  # how the gradient relates to the right one (numerics/patterns.py)
 
     def describe(self, *, brief: bool = False) -> str:
-        text = f"{self.name}: directional derivative {self.verdict.summary()}"
+        text = f"{self.name}: "
+        if self.pattern:
+            text += f"{self.pattern}; "
+        text += f"directional derivative {self.verdict.summary()}"
         if self.regions:
             text += "; disagreement confined to " + ", ".join(self.regions)
         if self.elements and not brief:
@@ -52,7 +57,7 @@ class Finding:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tensor": self.name, **self.verdict.to_dict(), "regions": self.regions,
+        return {"tensor": self.name, **self.verdict.to_dict(), "pattern": self.pattern, "regions": self.regions,
                 "elements": self.elements[:10], "checked_elements": self.checked_elements}
 
 
@@ -163,9 +168,11 @@ LOCATED_TENSORS = 2  # tensors whose disagreement is narrowed down (each costs d
 
 
 def diagnose(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.Tensor | None], tolerance: float,
-             ) -> tuple[list[Finding], list[str]]:
-    """Judge every tensor on its own and narrow down where the failing ones disagree.
-    Returns the findings for the wrong tensors and the names of the tensors that agree."""
+             sizes: Mapping[int, str] | None = None) -> tuple[list[Finding], list[str]]:
+    """Judge every tensor on its own, say how the failing ones relate to the right gradient
+    (numerics/patterns.py; ``sizes`` names the input's sizes a factor may come from) and
+    narrow down where they disagree. Returns the findings for the wrong tensors and the
+    names of the tensors that agree."""
     wrong: list[Finding] = []
     right: list[str] = []
     step = judge(fd, grads, tolerance).step  # cached: the joint judgement's step
@@ -176,7 +183,11 @@ def diagnose(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torc
         if verdict.passed:
             right.append(name)
         elif len(wrong) < LOCATED_TENSORS:
-            wrong.append(locate(fd, grads, slot, tolerance, verdict))
+            pattern = explain(fd, grads, slot, tolerance, step, sizes)
+            # A pattern over the whole tensor needs no narrowing down.
+            finding = Finding(name, verdict) if pattern else locate(fd, grads, slot, tolerance, verdict)
+            finding.pattern = pattern
+            wrong.append(finding)
         else:
             wrong.append(Finding(name, verdict))
     return wrong, right

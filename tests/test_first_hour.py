@@ -1,0 +1,139 @@
+"""What a new user meets in the first hour: one root cause reported once, failure messages
+that lead with what to fix, skips that never point at a check that did not run."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from layercheck.cli import app
+
+cli = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def in_root(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(root)
+
+
+def run_json(*args: str) -> tuple[int, dict[tuple[str, str], dict]]:
+    result = cli.invoke(app, ["run", *args, "--format", "json"], env={"COLUMNS": "200"})
+    assert result.exit_code in (0, 1), result.output
+    (run,) = json.loads(result.stdout)["runs"]
+    return result.exit_code, {(r["check"], r["variant"]): r for r in run["results"]}
+
+
+def write_layer(folder: Path, name: str, body: str) -> str:
+    path = folder / f"{name}.py"
+    path.write_text("import torch\nfrom torch import nn\n\n" + textwrap.dedent(body))
+    return str(path)
+
+
+# -- root causes once --------------------------------------------------------------------------
+
+
+def test_a_wrong_backward_fails_float64_once_and_float32_is_skipped_naming_it() -> None:
+    code, results = run_json("tests/zoo/gradients_batch_mean.py", "--layout", "8,3,5:BCU", "--check", "gradients")
+    assert code == 1
+    assert results["gradients", "float64"]["status"] == "failed"
+    skipped = results["gradients", "float32"]
+    assert skipped["status"] == "skipped"
+    assert "gradients[float64] reports wrong" in skipped["message"]
+
+
+def test_with_float64_skipped_the_float32_variant_reports_the_wrong_backward_itself() -> None:
+    code, results = run_json("tests/zoo/gradients_batch_mean.py", "--layout", "8,3,5:BCU", "--check", "gradients",
+                             "--skip", "gradients:float64")
+    assert code == 1
+    assert ("gradients", "float64") not in results
+    assert results["gradients", "float32"]["status"] == "failed"
+    assert "parameter 'slope'" in results["gradients", "float32"]["message"]
+
+
+def test_skipping_finite_does_not_turn_a_non_finite_layer_green(tmp_path: Path) -> None:
+    layer = write_layer(tmp_path, "nan_layer", """
+        class Layer(nn.Module):
+            def forward(self, x):
+                return torch.log(x - 100.0)  # NaN for every generated input
+        """)
+    code, results = run_json(layer, "--layout", "4,3:BC", "--skip", "finite")
+    assert code == 1
+    gradients = results["gradients", "float64"]
+    assert gradients["status"] == "failed"
+    assert "not finite" in gradients["message"] and "finite check, which did not run" in gradients["message"]
+    skips = [r["message"] for r in results.values() if r["status"] == "skipped"]
+    assert not any("finite reports it" in m or "the finite check reports it" in m for m in skips)
+
+
+def test_with_finite_planned_gradients_points_at_it() -> None:
+    _, results = run_json("tests/zoo/finite_zero_running_var.py", "--layout", "4,3,5:BCU")
+    assert results["finite", ""]["status"] == "failed"
+    assert results["gradients", "float64"]["status"] == "passed"  # training mode is finite: judged normally
+
+
+# -- messages that lead with what to fix -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("layer", "layout", "starts"), [
+    ("gradients_batch_mean.py", "8,3,5:BCU",
+     "wrong gradient of parameter 'slope': analytic = 0.125 × numeric for all 3 elements (0.125 = 1/8, the batch "
+     "size: a mean where a sum belongs?)"),
+    ("gradients_wrong_sign.py", "5,4:BC",
+     "wrong gradient of parameter 'shift': analytic = −numeric for all 4 elements: the sign is flipped"),
+    ("gradients_scaled.py", "4,6,5:BCU",
+     "wrong gradient of input 0: analytic = 2 × numeric for all 120 elements (a constant factor 2"),
+])
+def test_a_constant_factor_or_sign_is_named_first(layer: str, layout: str, starts: str) -> None:
+    _, results = run_json(f"tests/zoo/{layer}", "--layout", layout, "--check", "gradients:float64")
+    message = results["gradients", "float64"]["message"]
+    assert message.startswith(starts), message
+    assert "finite differences (analytic" in message  # the combined numbers follow
+
+
+def test_gradients_returned_in_the_wrong_order_are_named() -> None:
+    args = ["--layout", "6,5,4,3:SSCB"] + ["--layout", "1,1,4,1:UUCU"] * 4
+    _, results = run_json("tests/zoo/gradients_swapped_outputs.py", *args, "--check", "gradients:float64")
+    message = results["gradients", "float64"]["message"]
+    assert "input 2: its gradient is the one input 3 should get" in message
+    assert "gradients returned in the wrong order?" in message
+
+
+def test_a_transposed_gradient_is_named(tmp_path: Path) -> None:
+    layer = write_layer(tmp_path, "transposed", """
+        class MatMul(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, w):
+                ctx.save_for_backward(x, w)
+                return x @ w
+
+            @staticmethod
+            def backward(ctx, grad):
+                x, w = ctx.saved_tensors
+                return grad @ w.t(), (x.t() @ grad).t()  # the bug: transposed weight gradient
+
+
+        class Layer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight = nn.Parameter(torch.randn(4, 4))
+
+            def forward(self, x):
+                return MatMul.apply(x, self.weight)
+        """)
+    _, results = run_json(layer, "--layout", "6,4:BC", "--check", "gradients:float64")
+    message = results["gradients", "float64"]["message"]
+    assert message.startswith("wrong gradient of parameter 'weight': its gradient is the transpose (dims 0 and 1 "
+                              "swapped) of the right one, over all 16 elements"), message
+
+
+def test_a_gradient_wrong_in_one_region_is_not_called_a_constant_factor() -> None:
+    _, results = run_json("tests/zoo/gradients_region_bug.py", "--layout", "8,8,4,16:SSCB",
+                          "--check", "gradients:float64")
+    entry = results["gradients", "float64"]
+    assert entry["status"] == "failed"
+    (wrong,) = entry["details"]["wrong"]
+    assert wrong["pattern"] is None and "disagreement confined to values in" in entry["message"]
