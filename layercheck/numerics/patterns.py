@@ -13,6 +13,7 @@ known to be wrong; it costs two evaluations per direction beyond those already t
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
@@ -95,9 +96,12 @@ def _rearrangements(grad: torch.Tensor) -> list[tuple[str, Callable[[torch.Tenso
     for i in range(grad.dim()):
         for j in range(i + 1, grad.dim()):
             if shape[i] == shape[j] > 1:
-                found.append((f"the transpose (dims {i} and {j} swapped)",
-                              lambda g, i=i, j=j: g.transpose(i, j).contiguous()))
+                found.append((f"the transpose (dims {i} and {j} swapped)", functools.partial(_swapped, i=i, j=j)))
     for i in range(grad.dim()):
         if shape[i] > 1:
-            found.append((f"the mirror image along dim {i} (reversed)", lambda g, i=i: g.flip(i)))
+            found.append((f"the mirror image along dim {i} (reversed)", functools.partial(torch.flip, dims=(i,))))
     return found
+
+
+def _swapped(g: torch.Tensor, *, i: int, j: int) -> torch.Tensor:
+    return g.transpose(i, j).contiguous()
