@@ -127,7 +127,9 @@ class TargetRun:
         self.tolerances = dict(tolerances) if tolerances is not None else tolerances_of(None, options)
         self.shared: dict[Any, Any] = {}
         self.facts: dict[str, Any] = {}
-        self.blocked: dict[str, str] = {}  # check id -> "failed" or "ended in an error"
+        # check id -> what blocks its dependents: "failed" or "ended in an error" for a root cause,
+        # "was skipped because ROOT failed" for a check skipped because of one
+        self.blocked: dict[str, str] = {}
         self.setup_failure: str | None = None
         self.results: dict[tuple[str, str], CheckResult] = {}
         self._planned = frozenset([p.info.id for p in self.plan]
@@ -166,6 +168,11 @@ class TargetRun:
         """Run one check (or skip it when a prerequisite blocks it) and remember its outcome."""
         reason = self._gate(info)
         if reason is not None:
+            root = next((req for req in info.requires if req in self.blocked), None)
+            if root is not None:  # skipped for a root cause: its dependents are skipped naming it too
+                cause = self.blocked[root]
+                self.blocked.setdefault(info.id, cause if cause.startswith("was skipped") else
+                                        f"was skipped because {root} {cause}")
             return CheckResult(info.id, variant, Status.SKIPPED, 0.0, reason)
         ctx = Context(self.target, info, variant, invocation=self.target.invocation, tolerances=self.tolerances,
                       devices=self.options.devices, shared=self.shared, facts=self.facts, planned=self._planned)

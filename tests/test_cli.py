@@ -31,7 +31,7 @@ def test_run_layer_prints_table_and_summary_and_exits_0() -> None:
     result = invoke("run", *SMALL_PRELU, "--check", "forward_predict_agree")
     assert result.exit_code == 0, result.output
     assert "forward_predict_agree" in result.stdout and "passed" in result.stdout
-    assert "3 passed, 0 failed, 0 skipped, 0 errors in" in result.stdout
+    assert "4 passed, 0 failed, 0 skipped, 0 errors in" in result.stdout  # with signatures and the two runs
 
 
 def test_json_report_matches_the_schema(tmp_path: Path) -> None:
@@ -48,10 +48,10 @@ def test_json_report_matches_the_schema(tmp_path: Path) -> None:
                         "seconds", "summary", "results"}
     assert run["target"] == "layers/prelu.py" and run["kind"] == "module" and run["status"] == "passed"
     assert run["inputs"] == [{"size": [4, 3, 5, 2], "format": "SSCB"}]
-    assert run["results"][0]["check"] == "predict_runs"
+    assert [r["check"] for r in run["results"]] == ["signatures", "predict_runs"]
     assert set(run["results"][0]) == {"check", "variant", "status", "seconds", "message", "notes", "details"}
-    assert data["summary"]["passed"] == run["summary"]["passed"] == 1
-    assert load(out.read_text()).runs[0].results[0].check == "predict_runs"  # round trip
+    assert data["summary"]["passed"] == run["summary"]["passed"] == 2
+    assert load(out.read_text()).runs[0].results[-1].check == "predict_runs"  # round trip
 
 
 def test_json_to_stdout_without_output() -> None:
@@ -135,7 +135,7 @@ def test_spec_constructor_arguments_and_seed(tmp_path: Path) -> None:
     result = invoke("run", str(spec), "--check", "predict_runs", "-f", "json", "-o", str(out))
     assert result.exit_code == 0, result.output
     run = json.loads(out.read_text())["runs"][0]
-    assert run["seed"] == 5 and "(2, 4, 4, 4)" in run["results"][0]["message"]
+    assert run["seed"] == 5 and "(2, 4, 4, 4)" in run["results"][-1]["message"]
     result = invoke("run", str(spec), "--check", "predict_runs", "--seed", "9", "-f", "json")
     assert json.loads(result.stdout)["runs"][0]["seed"] == 9
 
@@ -144,7 +144,7 @@ def test_constructor_arguments_on_the_command_line() -> None:
     result = invoke("run", "torch.nn:Linear", "--arg", "5", "--kwarg", "out_features=2", "--layout", "4,5:BC",
                     "--check", "predict_runs", "-f", "json")
     assert result.exit_code == 0, result.output
-    assert "(4, 2)" in json.loads(result.stdout)["runs"][0]["results"][0]["message"]
+    assert "(4, 2)" in json.loads(result.stdout)["runs"][0]["results"][-1]["message"]
 
 
 def test_constructor_that_raises_is_a_run_error_exit_1() -> None:

@@ -137,3 +137,19 @@ def test_a_gradient_wrong_in_one_region_is_not_called_a_constant_factor() -> Non
     assert entry["status"] == "failed"
     (wrong,) = entry["details"]["wrong"]
     assert wrong["pattern"] is None and "disagreement confined to values in" in entry["message"]
+
+
+def test_one_layout_for_a_two_input_layer_fails_signatures_only_and_says_how_to_fix_it(tmp_path: Path) -> None:
+    layer = write_layer(tmp_path, "two", """
+        class Layer(nn.Module):
+            def forward(self, x, y):
+                return x * y
+        """)
+    code, results = run_json(layer, "--layout", "4,3:BC")
+    assert code == 1
+    failed = [key for key, r in results.items() if r["status"] in ("failed", "error")]
+    assert failed == [("signatures", "")]
+    assert "one --layout per positional input" in results["signatures", ""]["message"]
+    assert results["predict_runs", ""]["message"] == "needs signatures, which failed"
+    skipped = results["gradients", "float64"]["message"]
+    assert skipped == "needs forward_runs, which was skipped because signatures failed"

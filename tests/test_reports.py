@@ -136,7 +136,7 @@ def test_markdown_puts_failures_first_and_escapes_table_cells(report: Report) ->
     assert headings[0].startswith("### ✅") and headings[1].startswith("### ❌") and headings[3].startswith("### ⚠️")
     section = text.split(headings[1])[1].split(headings[2])[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
-    expected = ["predict_runs", "initialize", "forward_predict_agree", "forward_runs"]
+    expected = ["predict_runs", "initialize", "forward_predict_agree", "signatures", "forward_runs"]
     assert [row.split("`")[1] for row in rows] == expected
     assert "bad \\| value &lt;x&gt;<br> second line" in rows[0]
     assert "layercheck run" in section and "--check predict_runs" in section
@@ -168,7 +168,7 @@ def test_cli_writes_junit_and_markdown(tmp_path: Path) -> None:
     assert f"report written to {out}" in result.stderr
     suite = ET.parse(out).getroot().find("testsuite")
     assert suite.get("name") == str(spec) and suite.get("failures") == "0"
-    assert [c.get("name") for c in suite.findall("testcase")] == ["predict_runs"]
+    assert [c.get("name") for c in suite.findall("testcase")] == ["signatures", "predict_runs"]
     result = cli.invoke(app, ["run", str(spec), "--check", "predict_runs", "--format", "markdown"])
     assert result.exit_code == 0
     assert result.stdout.startswith("## ✅ layercheck passed") and "`predict_runs`" in result.stdout
@@ -367,7 +367,7 @@ def test_github_format_from_the_command_line(tmp_path: Path) -> None:
     first, last = result.stdout.splitlines()[0], result.stdout.splitlines()[-1]
     assert first.startswith("::error title=layercheck ") and "predict_runs failed::predict raised ValueError" in first
     assert "%0A" in first and "\n" not in first
-    assert last.startswith("0 passed, 1 failed, 0 skipped, 0 errors in ")
+    assert last.startswith("1 passed, 1 failed, 0 skipped, 0 errors in ")  # signatures passed
 
 
 # -- HTML -----------------------------------------------------------------------------------------

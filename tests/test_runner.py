@@ -210,7 +210,7 @@ def test_initialize_failure_skips_checks_that_need_a_layer() -> None:
 
 def test_select_adds_requirements_of_only_checks_and_honours_skip() -> None:
     ids = [p.info.id for p in select(only=["forward_predict_agree"])]
-    assert ids == ["predict_runs", "forward_runs", "forward_predict_agree"]
+    assert ids == ["signatures", "predict_runs", "forward_runs", "forward_predict_agree"]
     default = [c.id for c in catalogue() if c.default]
     assert [p.info.id for p in select()] == default
     assert "initialize" not in [p.info.id for p in select(skip=["initialize"])]

@@ -49,7 +49,9 @@ def signatures(ctx: Context) -> str:
 
     A layer whose ``forward`` (or ``predict``) cannot take one tensor per layout, or whose
     ``initialize``/``reset_state`` hooks cannot be called as layercheck and users call them,
-    fails at the first real use. Fix the signature, or give the spec the right inputs.
+    fails at the first real use. Fix the signature, or give the spec the right inputs. A
+    call that cannot take the inputs is the one cause of what follows: the checks that call
+    the layer are skipped naming this one.
     """
     n = len(ctx.target.positional)
     keywords = [spec.name for spec in ctx.target.specs if spec.name is not None] + list(ctx.target.constants)
@@ -79,9 +81,15 @@ def signatures(ctx: Context) -> str:
             if callable(fn):
                 problems.append(signature_accepts(fn, count, skip_first=isinstance(layer, type), keywords=named) or "")
                 checked.append(hook)
+    # forward (and a module's predict): when they cannot take the inputs, nothing can call the layer
+    calls = [p for p in problems[:2 if ctx.target.kind == "module" else 1] if p]
     problems = [p for p in problems if p]
     if problems:
-        raise CheckFailed("; ".join(problems), inputs=n)
+        hint = ""
+        if calls:
+            hint = (f". {n} positional input(s) given: one --layout per positional input (or one entry of the "
+                    "spec's inputs:), --call-kwarg NAME=... for a keyword one")
+        raise CheckFailed("; ".join(problems) + hint, inputs=n, blocking=bool(calls))
     return f"{n} input(s) accepted by {', '.join(checked)}"
 
 
@@ -125,6 +133,7 @@ def initialize_keeps_values(ctx: Context) -> tuple[str, dict[str, Any]]:
     "predict_runs",
     title="predict runs on generated inputs and returns tensors",
     matlab="predictDoesNotError",
+    requires=("signatures",),
 )
 def predict_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Calls the prediction path (eval mode, ``predict`` if defined, no grad) on inputs
@@ -138,6 +147,7 @@ def predict_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     "forward_runs",
     title="the training forward runs and returns tensors",
     matlab="forwardDoesNotError",
+    requires=("signatures",),
 )
 def forward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Calls the training path (train mode, with grad) on the generated inputs, and notes
