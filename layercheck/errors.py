@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import difflib
+from collections.abc import Iterable, Iterator
 from typing import Any
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``; did you mean 'Conv2d'?`` for the closest of ``known`` (a spelling or a case away),
+    else nothing: every "unknown NAME" message offers it."""
+    known = list(known)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if not close:
+        close = [key for key in known if key.lower() == name.lower()][:1]
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class UsageError(ValueError):

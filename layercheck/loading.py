@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -14,7 +13,7 @@ from typing import Any
 
 import torch
 
-from layercheck.errors import LoadError
+from layercheck.errors import LoadError, did_you_mean
 from layercheck.subject import kind_of
 
 
@@ -78,10 +77,7 @@ def _suggestions(module: object, name: str) -> str:
     public = [key for key, obj in vars(module).items() if not key.startswith("_") and kind_of(obj) is not None
               and not inspect.ismodule(obj)]
     classes = [key for key in public if is_layer_class(getattr(module, key))] or public
-    close = difflib.get_close_matches(name, public, n=1, cutoff=0.6)
-    if not close:
-        close = [key for key in public if key.lower() == name.lower()][:1]
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = did_you_mean(name, public)
     listed = ", ".join(sorted(classes)[:12]) + (", ..." if len(classes) > 12 else "") if classes else "none"
     return f"{hint} (layers there: {listed})"
 

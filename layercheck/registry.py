@@ -6,14 +6,13 @@ an entry point in the ``layercheck.checks`` group) decorates functions with :fun
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from layercheck import plugins
-from layercheck.errors import UsageError
+from layercheck.errors import UsageError, did_you_mean
 
 if TYPE_CHECKING:
     from layercheck.context import Context
@@ -174,8 +173,7 @@ def catalogue() -> list[CheckInfo]:
 def get(check_id: str) -> CheckInfo:
     load_checks()
     if check_id not in _REGISTRY:
-        close = difflib.get_close_matches(check_id, list(_REGISTRY), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else "; `layercheck checks` lists them"
+        hint = did_you_mean(check_id, _REGISTRY) or "; `layercheck checks` lists them"
         raise UsageError(f"unknown check id {check_id!r}{hint}")
     return _REGISTRY[check_id]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from layercheck.errors import LayoutError, SpecError
+from layercheck.errors import LayoutError, SpecError, did_you_mean
 from layercheck.inputs import InputSpec, input_from_mapping
 from layercheck.layout import Layout
 from layercheck.registry import DTYPE_NAMES
@@ -202,7 +202,8 @@ def _parse_layout(value: object, where: str, key: str) -> Layout:
 def _check_keys(data: Mapping[object, object], allowed: tuple[str, ...], where: str, prefix: str) -> None:
     for key in data:
         if key not in allowed:
-            raise SpecError(f"{where}: {prefix}{key}: unknown key; expected one of {', '.join(allowed)}")
+            hint = did_you_mean(str(key), allowed)
+            raise SpecError(f"{where}: {prefix}{key}: unknown key{hint} (keys: {', '.join(allowed)})")
 
 
 def _expect(data: Mapping[str, Any], key: str, kind: type, where: str, what: str, **kw: Any) -> Any:

@@ -13,6 +13,7 @@ import copy
 import enum
 import functools
 import inspect
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,9 @@ from layercheck.inputs import InputSpec
 from layercheck.invocation import Invocation, class_reference, describe_call
 from layercheck.layout import Layout
 
+# What a TypeError says when a call's arguments do not fit its signature.
+_CALL_MISMATCH = re.compile(r"missing \d+ required|required positional argument|unexpected keyword argument|"
+                            r"takes \d+ positional argument|takes from \d+ to \d+ positional")
 
 class Mode(str, enum.Enum):
     PREDICT = "predict"  # eval mode, ``predict`` if defined, no grad
@@ -98,8 +102,12 @@ class Target:
             with seeded(self.seed):
                 layer = self.cls(*self.args, **self.kwargs)
         except Exception as exc:
+            hint = ""
+            if isinstance(exc, TypeError) and _CALL_MISMATCH.search(str(exc)):
+                hint = (". Give the constructor's arguments with --arg VALUE and --kwarg NAME=VALUE (in a spec: "
+                        "args: [...] and kwargs: {...}; in check_layer: args=..., kwargs=...)")
             raise LoadError(f"constructing {self.cls.__name__}{describe_call(self.args, self.kwargs)} raised "
-                            f"{type(exc).__name__}: {exc}") from None
+                            f"{type(exc).__name__}: {exc}{hint}") from None
         return layer
 
     def pristine(self) -> nn.Module | None:

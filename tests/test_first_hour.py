@@ -153,3 +153,32 @@ def test_one_layout_for_a_two_input_layer_fails_signatures_only_and_says_how_to_
     assert results["predict_runs", ""]["message"] == "needs signatures, which failed"
     skipped = results["gradients", "float64"]["message"]
     assert skipped == "needs forward_runs, which was skipped because signatures failed"
+
+
+# -- mistakes of the first minutes -------------------------------------------------------------
+
+
+def test_a_constructor_without_its_arguments_is_counted_and_hints_at_arg_and_kwarg(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    result = cli.invoke(app, ["run", "torch.nn:Conv2d", "--layout", "2,3,16,16:BCSS", "-o", str(out)],
+                        env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    text = " ".join(result.stdout.split())  # the message wraps at the terminal's width
+    assert "missing 3 required positional arguments" in text and "--arg VALUE and --kwarg" in text
+    assert "0 passed, 0 failed, 0 skipped, 1 error in" in result.stdout
+    data = json.loads(out.read_text())
+    assert data["summary"]["error"] == 1 and "args: [...]" in data["runs"][0]["error"]
+
+
+def test_a_mistyped_spec_key_gets_a_did_you_mean(tmp_path: Path) -> None:
+    spec = tmp_path / "typo.yaml"
+    spec.write_text("layer: torch.nn:Tanh\ninput:\n  - layout: 4,3:BC\n")
+    result = cli.invoke(app, ["run", str(spec)])
+    assert result.exit_code == 2
+    assert "input: unknown key; did you mean 'inputs'?" in result.stderr
+
+
+def test_a_mistyped_class_gets_a_did_you_mean() -> None:
+    result = cli.invoke(app, ["run", "torch.nn:Conv2D", "--layout", "2,3,16,16:BCSS"])
+    assert result.exit_code == 2
+    assert "did you mean 'Conv2d'?" in result.stderr and "Traceback" not in result.output

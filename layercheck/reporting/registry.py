@@ -9,14 +9,13 @@ is first asked for, so that ``Report.render`` can look formats up here without a
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from layercheck import plugins
-from layercheck.errors import UsageError
+from layercheck.errors import UsageError, did_you_mean
 
 if TYPE_CHECKING:
     from layercheck.result import Report
@@ -86,9 +85,7 @@ def get(name: str) -> ReporterInfo:
     load_reporters()
     if name not in _REGISTRY:
         known = formats()
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UsageError(f"unknown report format {name!r}{hint} (formats: {', '.join(known)})")
+        raise UsageError(f"unknown report format {name!r}{did_you_mean(name, known)} (formats: {', '.join(known)})")
     return _REGISTRY[name]
 
 
