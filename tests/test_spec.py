@@ -43,7 +43,8 @@ tolerance: {float32: 1.0e-3}
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("layer: a.py\ninputs: [{layout: 2:B}]\nlayers: x\n", "layers: unknown key; did you mean 'layer'? (keys: layer, args"),
+        ("layer: a.py\ninputs: [{layout: 2:B}]\nlayers: x\n",
+         "layers: unknown key; did you mean 'layer'? (keys: layer, args"),
         ("layer: a.py\ninputs: [{layout: '24,24:SSCB'}]\n", 'inputs[0].layout: "24,24:SSCB": 2 sizes but 4 labels'),
         ("layer: a.py\ninputs: [{layout: 24,24:SSCB}]\n", "inputs[0]: the layout was split at a comma; quote it"),
         ("layer: a.py\ninputs:\n  - layout: 2:B\n  - layout: 2,2:CC\n", 'inputs[1].layout: "2,2:CC": 2 C labels'),
