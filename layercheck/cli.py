@@ -101,7 +101,7 @@ def run(
             constants[name.strip()] = _yaml_value(value, f"--call-kwarg {name.strip()}")
     args = [_yaml_value(text, "--arg") for text in arg or []]
     kwargs = dict(_keyword(text) for text in kwarg or [])
-    specs = _collect_targets(targets, inputs, constants, args, kwargs)
+    specs = _collect_targets(targets, inputs, constants, args, kwargs, verbose=verbose)
     options = runner.Options(
         seed=seed,
         only=tuple(check or ()),
@@ -181,16 +181,18 @@ def init_command(
 
 
 def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dict[str, Any], args: list[Any],
-                     kwargs: dict[str, Any]) -> list[TargetSpec]:
+                     kwargs: dict[str, Any], *, verbose: bool = False) -> list[TargetSpec]:
     """Spec files, folders of specs and layer references, validated before anything runs."""
     specs: list[TargetSpec] = []
     layer_targets = 0
     for text in targets:
         path = Path(text)
         if path.is_dir():
-            found = find_specs(path)
+            found, others = find_specs(path)
             if not found:
-                raise UsageError(f"{text}: folder holds no spec files (*.yaml, *.yml)")
+                raise UsageError(f"{text}: folder holds no spec files (*.yaml, *.yml with a layer: key)")
+            if others and verbose:
+                _stderr().print(f"not specs (no layer: key), left out: {', '.join(map(str, others))}", markup=False)
             specs.extend(load_spec(p) for p in found)
         elif is_spec_path(path):
             if not path.is_file():

@@ -71,7 +71,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return SpecFile.from_parent(parent, path=file_path)
     # pytest's own rule for test files: one named on the command line is collected whatever its name.
     named = parent.session.isinitpath(file_path)
-    if (named or parent.config.getoption("layercheck")) and _is_spec(file_path):
+    if not (named or parent.config.getoption("layercheck")):
+        return None
+    from layercheck.spec import looks_like_spec
+
+    if looks_like_spec(file_path):
         return SpecFile.from_parent(parent, path=file_path)
     return None
 
@@ -216,14 +220,3 @@ def _skip(reason: str) -> None:
     except TypeError:  # a pytest without item locations for skips
         skipped = pytest.skip.Exception(reason)
     raise skipped
-
-
-def _is_spec(path: Path) -> bool:
-    """Whether a YAML file is a layercheck spec (other YAML files are left alone)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False
-    return isinstance(data, dict) and "layer" in data and "inputs" in data

@@ -54,9 +54,35 @@ def is_spec_path(path: Path) -> bool:
     return path.suffix.lower() in _SPEC_SUFFIXES
 
 
-def find_specs(folder: Path) -> list[Path]:
-    """Spec files below ``folder``, sorted, so runs are reproducible."""
-    return sorted(p for p in folder.rglob("*") if p.is_file() and is_spec_path(p))
+def find_specs(folder: Path) -> tuple[list[Path], list[Path]]:
+    """The spec files below ``folder`` and the YAML files there that are not specs, both
+    sorted, so runs are reproducible.
+
+    The rule (README, "Running a folder"): hidden files and folders (a name starting with
+    ".") are not looked into; a ``*.yaml``/``*.yml`` file is a spec when it is a mapping with
+    a ``layer:`` key (or, when it is not valid YAML, has a line starting ``layer:``, so that
+    its error is reported); any other YAML file (a CI or pre-commit configuration) is not."""
+    specs: list[Path] = []
+    others: list[Path] = []
+    for path in sorted(folder.rglob("*")):
+        if any(part.startswith(".") for part in path.relative_to(folder).parts):
+            continue
+        if path.is_file() and is_spec_path(path):
+            (specs if looks_like_spec(path) else others).append(path)
+    return specs, others
+
+
+def looks_like_spec(path: Path) -> bool:
+    """Whether a YAML file is meant as a layercheck spec (find_specs' rule)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return True  # load_spec says why it cannot be read
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return any(line.startswith("layer:") for line in text.splitlines())
+    return isinstance(data, Mapping) and "layer" in data
 
 
 def load_spec(path: Path) -> TargetSpec:

@@ -182,3 +182,17 @@ def test_a_mistyped_class_gets_a_did_you_mean() -> None:
     result = cli.invoke(app, ["run", "torch.nn:Conv2D", "--layout", "2,3,16,16:BCSS"])
     assert result.exit_code == 2
     assert "did you mean 'Conv2d'?" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_folder_scan_skips_hidden_folders_and_yaml_that_is_not_a_spec(tmp_path: Path) -> None:
+    (tmp_path / "tanh.yaml").write_text("layer: torch.nn:Tanh\ninputs:\n  - layout: 4,3:BC\n")
+    (tmp_path / ".pre-commit-config.yaml").write_text("repos: []\n")
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "ci.yaml").write_text("layer: nowhere.py\n")
+    (tmp_path / "other.yml").write_text("jobs: {build: 1}\n")
+    result = cli.invoke(app, ["run", str(tmp_path), "--check", "predict_runs", "--format", "json", "--verbose"])
+    assert result.exit_code == 0, result.output
+    assert [run["target"] for run in json.loads(result.stdout)["runs"]] == [str(tmp_path / "tanh.yaml")]
+    assert f"not specs (no layer: key), left out: {tmp_path / 'other.yml'}" in result.stderr
+    named = cli.invoke(app, ["run", str(tmp_path / "other.yml")])  # named explicitly: still an error
+    assert named.exit_code == 2 and "jobs: unknown key" in named.stderr
