@@ -64,6 +64,7 @@ def check_layer(
     options = runner.Options(seed=seed, only=tuple(checks) + tuple(only), skip=tuple(skip), enable=tuple(enable),
                              devices=tuple(devices), tolerance=parse_tolerance(dict(tolerance or {}), "tolerance"),
                              timeout=timeout)
+    runner.check_devices(options.devices)
     target = _target(layer, layouts, options=options, args=args, kwargs=kwargs, call_kwargs=call_kwargs, name=name)
     plan = runner.plan_for(None, options)
     run = runner.run_target(target, plan, options=options, tolerances=runner.tolerances_of(None, options))

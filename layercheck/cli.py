@@ -111,6 +111,9 @@ def run(
         tolerance=parse_tolerance(dict(_keyword(t) for t in tolerance or []), "--tolerance"),
         timeout=timeout,
     )
+    runner.check_devices(options.devices)
+    if output is not None:
+        check_destination(output)
     runner.plan_for(None, options)  # validates every check id before anything runs
     for spec in specs:
         try:
@@ -234,6 +237,26 @@ def _emit(report: Report, fmt: str, output: Path | None, out: Console, *, quiet:
         console_report.print_report(report, out, verbose=verbose, quiet=quiet)
     else:
         sys.stdout.write(reporters.render(report, fmt))
+
+
+def check_destination(path: Path) -> None:
+    """A report that cannot be written is a usage error found before any check runs (exit 2),
+    not a traceback after all of them: ``path`` must not be a folder, and the folder it goes
+    in (or the nearest one that exists, when write_atomically will create the rest) must
+    accept a new file."""
+    if path.is_dir():
+        raise UsageError(f"--output {path}: is a folder; name a file")
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"--output {path}: {existing} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"--output {path}: cannot write in {existing} ({exc.strerror or exc})") from None
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -27,6 +27,7 @@ from layercheck.errors import (
     CheckTimeout,
     LayerRaised,
     LoadError,
+    UsageError,
 )
 from layercheck.invocation import Invocation
 from layercheck.loading import resolve
@@ -55,6 +56,23 @@ class Options:
     devices: tuple[str, ...] = ()
     tolerance: Mapping[str, float] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT
+
+
+def check_devices(devices: Sequence[str]) -> None:
+    """A device the user asked for must exist here: one torch does not know, or an accelerator
+    this machine lacks, is a UsageError (exit 2), not a skipped check and a green run."""
+    present = accelerators()
+    for text in devices:
+        try:
+            dev = torch.device(text)
+        except RuntimeError as exc:
+            raise UsageError(f"--device {text!r}: not a device torch knows ({str(exc).splitlines()[0]})") from None
+        if dev.type == "cpu":
+            continue
+        if not any(torch.device(name).type == dev.type and (dev.index is None or torch.device(name) == dev)
+                   for name in present):
+            raise UsageError(f"--device {text}: not present on this machine (accelerators here: "
+                             f"{', '.join(present) or 'none'})")
 
 
 def environment() -> dict[str, Any]:

@@ -196,3 +196,22 @@ def test_a_folder_scan_skips_hidden_folders_and_yaml_that_is_not_a_spec(tmp_path
     assert f"not specs (no layer: key), left out: {tmp_path / 'other.yml'}" in result.stderr
     named = cli.invoke(app, ["run", str(tmp_path / "other.yml")])  # named explicitly: still an error
     assert named.exit_code == 2 and "jobs: unknown key" in named.stderr
+
+
+@pytest.mark.parametrize(("destination", "says"), [
+    ("afile/r.json", "afile is a file, not a folder"),
+    ("/proc/layercheck.xml", "cannot write in /proc"),
+])
+def test_an_impossible_output_is_refused_before_anything_runs(tmp_path: Path, destination: str, says: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    result = cli.invoke(app, ["run", "torch.nn:Tanh", "--layout", "4,3:BC", "-o", destination])
+    assert result.exit_code == 2 and says in result.stderr, result.output
+    assert "Traceback" not in result.output and "passed" not in result.stdout  # nothing ran
+
+
+@pytest.mark.parametrize("device", ["tpu", "cuda:7"])
+def test_a_device_that_is_not_here_is_a_usage_error(device: str) -> None:
+    result = cli.invoke(app, ["run", "torch.nn:Tanh", "--layout", "4,3:BC", "--device", device])
+    assert result.exit_code == 2 and f"--device {device}" in result.stderr.replace("'", "")
