@@ -30,7 +30,9 @@ def invoke(*args: str):
 def test_run_layer_prints_table_and_summary_and_exits_0() -> None:
     result = invoke("run", *SMALL_PRELU, "--check", "forward_predict_agree")
     assert result.exit_code == 0, result.output
-    assert "forward_predict_agree" in result.stdout and "passed" in result.stdout
+    assert result.stdout.startswith("layers/prelu.py passed  4 passed (")
+    verbose = invoke("run", *SMALL_PRELU, "--check", "forward_predict_agree", "--verbose")
+    assert "forward_predict_agree" in verbose.stdout and "passed" in verbose.stdout
     assert "4 passed, 0 failed, 0 skipped, 0 errors in" in result.stdout  # with signatures and the two runs
 
 

@@ -300,12 +300,25 @@ def test_markdown_lists_notes_per_layer_outside_the_fold() -> None:
     assert f"- `gradients[float64]`: {BAD_NOTE}" in bad and "1 failed, 1 error, 1 note" in bad
 
 
-def test_table_shows_notes_under_their_layer_at_80_columns() -> None:
+def test_the_compact_report_folds_passed_checks_and_cuts_lines_to_80_columns() -> None:
     buffer = io.StringIO()
     console.print_report(handmade(), Console(file=buffer, width=80, color_system=None))
     lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
-    # every line fits but the failure list's, left unwrapped so a reproduce command can be copied
-    assert max(len(line) for line in lines if not line.startswith(("FAILED", "ERROR", "  reproduce"))) <= 80
+    # every line fits but a reproduce command, left whole so that it can be copied
+    assert max(len(line) for line in lines if not line.startswith("  reproduce")) <= 80
+    assert lines[0] == "layers/good.py:Good passed  2 passed, 1 note (0.2s)"
+    assert lines[1].startswith("  note    backward_size: the gradient of parameter 'bias'") and lines[1].endswith("…")
+    assert "  error   state_dict: load_state_dict raised RuntimeError: boom" in lines
+    assert lines[lines.index("FAILED gradients[float64] (layers/bad.py:Bad):") + 1] == \
+        "  float64 analytic gradients disagree"
+    assert "signatures" not in buffer.getvalue()  # a passed check is only counted
+
+
+def test_the_verbose_table_shows_notes_under_their_layer_at_80_columns() -> None:
+    buffer = io.StringIO()
+    console.print_report(handmade(), Console(file=buffer, width=80, color_system=None), verbose=True)
+    lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
+    assert max(len(line) for line in lines if not line.startswith(("  reproduce", "Traceback", "  File"))) <= 80
     at = lines.index("note backward_size the gradient of parameter 'bias' has shape (1, 3), which")
     assert lines[at + 1].strip() == "autograd reduces to its shape (3,)"
     assert lines[at + 1].index("autograd") == lines[at].index("the gradient")  # wrapped beside the check

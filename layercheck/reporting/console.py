@@ -1,4 +1,5 @@
-"""The terminal report: a rich table per target, failures spelled out, the MATLAB-style summary."""
+"""The terminal report: per target a line of counts and one line per check that did not pass
+(the whole table under --verbose), failures spelled out, the MATLAB-style summary."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
+from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from layercheck.reporting.details import label, labelled_notes, summary_line
+from layercheck.reporting.details import counts_text, label, labelled_notes, summary_line
 from layercheck.reporting.registry import reporter
 from layercheck.result import Report, RunReport, Status
 
@@ -30,6 +32,28 @@ STYLES = {
     Status.ERROR: "bold magenta",
 }
 NOTE_STYLE = "cyan"
+
+
+def run_lines(run: RunReport) -> RenderableType:
+    """The compact view of one target: its status and counts, then one line per check that did
+    not pass and per note, cut to the terminal's width (the failures are spelled out below)."""
+    notes = labelled_notes(run.results)
+    title = Text.assemble((run.target, "bold"), " ", (run.status.value, STYLES[run.status]))
+    if run.error is not None:
+        return Group(title, Padding(Text.assemble(("error: ", STYLES[Status.ERROR]), run.error), (0, 0, 0, 2),
+                                    expand=False))
+    title.append(f"  {counts_text(run.summary, notes=len(notes), nonzero=True)} ({run.seconds:.1f}s)")
+    # Checks skipped for the same reason share a line (op_schema, op_fake, ...: no custom operator).
+    rows: dict[tuple[str, str], list[str]] = {}
+    for r in run.results:
+        if r.status is not Status.PASSED:
+            rows.setdefault((r.status.value, " ".join(r.message.split())), []).append(label(r))
+    for name, note in notes:
+        rows.setdefault(("note", " ".join(note.split())), []).append(name)
+    lines = [Text.assemble("  ", (f"{status:<8}", NOTE_STYLE if status == "note" else STYLES[Status(status)]),
+                           (", ".join(names), "bold"), ": ", message, no_wrap=True, overflow="ellipsis")
+             for (status, message), names in rows.items()]
+    return Group(title, *lines)
 
 
 def run_table(run: RunReport, *, verbose: bool = False) -> RenderableType:
@@ -63,33 +87,37 @@ def run_notes(run: RunReport) -> RenderableType | None:
     return grid
 
 
-def failure_list(report: Report, *, verbose: bool = False) -> RenderableType | None:
-    """Each failure or error with its whole message, the layer's traceback and how to reproduce it."""
-    lines: list[RenderableType] = []
+def print_failures(report: Report, console: Console, *, verbose: bool = False) -> None:
+    """Each failure or error with its whole message (wrapped at word boundaries, indented),
+    the layer's traceback and how to reproduce it (one line each however long, so that they
+    can be copied)."""
     for run, r in report.failures():
-        lines.append(Text.assemble((f"{r.status.value.upper()} ", STYLES[r.status]), (label(r), "bold"),
-                                   f" ({run.target}): ", r.message))
+        console.print(Text.assemble((f"{r.status.value.upper()} ", STYLES[r.status]), (label(r), "bold"),
+                                    f" ({run.target}):"))
+        console.print(Padding(Text(r.message), (0, 0, 0, 2), expand=False))
         trace = r.details.get("traceback")
         if trace and (verbose or r.status is Status.FAILED):
-            lines.append(Text(str(trace), style="dim"))
+            console.print(Text(str(trace).rstrip("\n"), style="dim"), soft_wrap=True)
         if "reproduce" in r.details:
-            lines.append(Text(f"  reproduce: {r.details['reproduce']}", style="cyan"))
-    return Group(*lines) if lines else None
+            console.print(Text(f"  reproduce: {r.details['reproduce']}", style="cyan"), soft_wrap=True)
 
 
 def print_report(report: Report, console: Console, *, verbose: bool = False, quiet: bool = False) -> None:
+    """Compact by default (run_lines), the whole table per target under ``verbose``, only the
+    failures under ``quiet``; then the failures spelled out and the summary line."""
     if not quiet:
         for run in report.runs:
-            console.print(run_table(run, verbose=verbose))
-            notes = run_notes(run)
-            if notes is not None:
-                console.print(notes)
+            if verbose:
+                console.print(run_table(run, verbose=True))
+                notes = run_notes(run)
+                if notes is not None:
+                    console.print(notes)
+            else:
+                console.print(run_lines(run))
     for run in report.runs:
         if quiet and run.error is not None:
             console.print(Text.assemble((f"ERROR {run.target}: ", STYLES[Status.ERROR]), run.error))
-    failures = failure_list(report, verbose=verbose)
-    if failures is not None:
-        console.print(failures, soft_wrap=True)  # unwrapped, so the reproduce command can be copied
+    print_failures(report, console, verbose=verbose)
     style = "green" if report.passed else "red"
     console.print(Text(summary_line(report), style=f"bold {style}"))
 
