@@ -13,7 +13,9 @@ from typing import Annotated, Any, TypeVar
 import typer
 import yaml
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from layercheck import registry, runner, scaffold, workers
 from layercheck.errors import UsageError
@@ -152,19 +154,28 @@ def checks_command(
         if info.tolerances:
             out.print("tolerances (override with --tolerance CHECK.DTYPE=VALUE, or tolerance: in a spec):", markup=False)
             for tol in info.tolerances:
-                out.print(f"  {info.id}.{tol.dtype} = {tol.default:g}: {tol.bounds}", markup=False)
-        out.print(f"\n{info.doc}", markup=False, soft_wrap=True)
+                out.print(Padding(Text(f"{info.id}.{tol.dtype} = {tol.default:g}: {tol.bounds}"), (0, 0, 0, 2)))
+        out.print()
+        out.print(reflow(info.doc), markup=False)
         return
-    table = Table(title="layercheck checks", title_justify="left")
-    table.add_column("id", no_wrap=True)
-    for column in ("title", "MATLAB counterpart", "runs"):
-        table.add_column(column, overflow="fold")
+    # Words are never broken: the MATLAB names (up to 52 letters) get a column only where
+    # there is room for them, and `layercheck checks ID` names them always.
+    matlab = out.width >= 150
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column()
+    if matlab:
+        table.add_column(no_wrap=True)
+    table.add_row(*[Text(h, style="bold") for h in ("id", "runs", "what it checks", "MATLAB")[:3 + matlab]])
     for info in registry.catalogue():
-        runs = "default" if info.default else "opt-in"
+        title = info.title
         if info.optional_variants:
-            runs += f" (+{', '.join(info.optional_variants)} opt-in)"
-        table.add_row(info.id, info.title, info.matlab or "-", runs)
+            title += f" (opt-in variants: {', '.join(info.optional_variants)})"
+        table.add_row(info.id, "default" if info.default else "opt-in", title, *([info.matlab or "-"] if matlab else []))
     out.print(table)
+    out.print("layercheck checks ID: what the check does, its MATLAB counterpart, variants and tolerances; "
+              "--enable ID runs an opt-in check.", markup=False)
 
 
 @app.command("init")
@@ -181,6 +192,21 @@ def init_command(
     out = Console(highlight=False)
     out.print(f"wrote {layer_file} and {spec_file}", markup=False)
     out.print(f"check it: layercheck run {spec_file}", markup=False)
+
+
+def reflow(doc: str) -> str:
+    """A docstring's paragraphs as single lines, for the console to wrap at its width (at word
+    boundaries); a line that starts a list item starts a line of its own."""
+    paragraphs: list[str] = []
+    for block in doc.split("\n\n"):
+        lines: list[str] = []
+        for line in block.splitlines():
+            if lines and line.strip() and not line.lstrip().startswith(("- ", "* ")):
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(line.rstrip())
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
 
 
 def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dict[str, Any], args: list[Any],

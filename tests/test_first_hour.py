@@ -215,3 +215,24 @@ def test_an_impossible_output_is_refused_before_anything_runs(tmp_path: Path, de
 def test_a_device_that_is_not_here_is_a_usage_error(device: str) -> None:
     result = cli.invoke(app, ["run", "torch.nn:Tanh", "--layout", "4,3:BC", "--device", device])
     assert result.exit_code == 2 and f"--device {device}" in result.stderr.replace("'", "")
+
+
+# -- the screens at 80 and 120 columns ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_catalogue_breaks_no_word_and_fits_the_terminal(columns: int) -> None:
+    from layercheck.registry import catalogue
+
+    result = cli.invoke(app, ["checks"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= columns
+    words = set(result.stdout.split())
+    for info in catalogue():
+        assert info.id in words
+        assert set(info.title.split()) <= words, info.title  # every word whole
+    doc = cli.invoke(app, ["checks", "gradients"], env={"COLUMNS": str(columns)})
+    assert max(len(line.rstrip()) for line in doc.stdout.splitlines()) <= columns
+    assert "gradientsAreNumericallyCorrect" in doc.stdout.split()
+    assert "analytic gradients of inputs and parameters agree" in " ".join(doc.stdout.split())

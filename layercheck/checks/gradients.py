@@ -586,9 +586,11 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     abs, clamp, max-pooling) crossed by a step are recognised and not reported.
 
     A wrong gradient trains the network wrongly without any error. On failure the message
-    names the tensor whose gradient is wrong, gives the analytic and numeric directional
-    derivatives and the relative error against the tolerance, and where it could be found
-    the value range, slab or elements where they disagree. Usual causes in a hand-written
+    names the tensor whose gradient is wrong first, with the shape of the error where it has
+    one (a constant factor, named after the batch size or another input size it equals; a
+    flipped sign; a transpose; another tensor's gradient), then gives the analytic and
+    numeric directional derivatives and the relative error against the tolerance, and where
+    it could be found the value range, slab or elements where they disagree. Usual causes in a hand-written
     backward: a wrong derivative on one branch, gradients returned in the wrong order, a
     parameter gradient averaged instead of summed over the batch, a missing factor or sign.
     """
