@@ -59,7 +59,9 @@ def test_pytorchs_own_autograd_functions_are_judged_right(name: str, op: Any, sa
         pytest.skip(NOT_EXPRESSIBLE[name])
     template = [None if isinstance(a, torch.Tensor) else a for a in arguments]
     layouts = [f"{','.join(map(str, a.shape))}:{'U' * a.dim()}" for a in arguments if isinstance(a, torch.Tensor)]
-    report = layercheck.check_layer(_Sample(op.op, template, sample.kwargs), *layouts)
+    # copy judges the wrapper, which holds torch's op, often a lambda that cannot be pickled; the
+    # Function itself has nothing to copy (copy skips operations)
+    report = layercheck.check_layer(_Sample(op.op, template, sample.kwargs), *layouts, skip=["copy"])
     assert report.runs[0].error is None, report.runs[0].error
     failed = {r.check for r in report.results if r.status.value in ("failed", "error")}
     expected, why = FINDINGS.get(name, (set(), "correct"))
