@@ -79,6 +79,7 @@ from layercheck.subject import (
     Subject,
     Target,
     accelerators,
+    custom_functions,
     seeded,
     tensors_in,
 )
@@ -114,6 +115,7 @@ __all__ = [
     "check",
     "comparable",
     "cotangents",
+    "custom_functions",
     "describe_shapes",
     "dtype_name",
     "failing",

@@ -19,11 +19,12 @@ from torch.testing._internal.autograd_function_db import autograd_function_db
 # name -> (checks that must fail, why)
 FINDINGS: dict[str, tuple[set[str], str]] = {
     "NumpyCubeNotComposableAutogradFunction": (
-        {"gradients"}, "backward ignores grad_output: it returns 3x² whatever gradient comes in"),
+        {"gradients", "grad_output"}, "backward ignores grad_output: it returns 3x² whatever gradient comes in"),
     "NumpySortAutogradFunction": (
         {"gradients"}, "forward returns its input unsorted, backward permutes the gradient as if it had sorted"),
     "CubeGenVmapAutogradFunction": (
-        {"gradients"}, "backward adds 6·dinput where 6·grad_saved·input belongs (misuses the second gradient)"),
+        {"gradients", "grad_output"},
+        "backward adds 6·dinput where 6·grad_saved·input belongs (misuses the second gradient: not linear in it)"),
     "ScaleGradGenVmapAutogradFunction": (
         {"gradients"}, "backward scales the gradient of an identity by 3.14 (a fixture for vmap, wrong on purpose)"),
     "ZeroGradientsGenVmapAutogradFunction": (
