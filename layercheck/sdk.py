@@ -50,6 +50,7 @@ from layercheck.registry import (
     Tolerance,
     check,
     modules_only,
+    needs_batch,
     selector,
 )
 from layercheck.result import label
@@ -130,6 +131,7 @@ __all__ = [
     "layer_failure",
     "mismatch",
     "modules_only",
+    "needs_batch",
     "nonfinite",
     "output_names",
     "path_allowance",
