@@ -90,6 +90,15 @@ def test_outputs_are_compared_with_float32_within_the_autocast_tolerance() -> No
     assert "rtol=1e-07" in strict.message
 
 
+def test_a_recurrent_state_assigned_under_autocast_is_caught_with_the_fix() -> None:
+    """good_grad_recurrent passes every default check; under autocast its hidden state becomes
+    bfloat16, and the next call outside autocast raises (a bfloat16 by float32 matmul)."""
+    found = zoo_outcome("good_grad_recurrent", "autocast")
+    assert found.status is Status.FAILED
+    assert "predict changed state 'h' from float32 to bfloat16" in found.message
+    assert "self.h = h.to(self.h.dtype)" in found.message
+
+
 def test_the_bundled_layers_pass_autocast_without_decorators() -> None:
     """Elementwise Functions: autocast casts none of their operations."""
     found = outcome(resolve("layers/srelu.py:SReLU", base_dir=ROOT), "autocast", "4,5,3,2:SSCB")
@@ -121,6 +130,21 @@ def test_a_torch_operation_without_a_batching_rule_is_torchs_limit() -> None:
     assert found.status is Status.FAILED
     assert "Batching rule not implemented for aten::lstm" in found.message
     assert "a limit of torch, not a mistake in the layer's code" in found.message
+
+
+def test_an_eval_forward_that_draws_random_numbers_is_compared_in_size_only() -> None:
+    """good_contract_predict adds noise in forward, training or not (its predict is separate):
+    vmap gives each observation its own draws, as a batch does."""
+    found = zoo_outcome("good_contract_predict", "vmap")
+    assert found.status is Status.PASSED, found.message
+    assert found.message.endswith("(in size only: the layer's eval forward draws random numbers)")
+
+
+def test_each_observation_alone_starts_from_the_layers_state() -> None:
+    """good_contract_recurrent carries its hidden state from call to call: observations run
+    alone must not inherit the previous one's."""
+    found = zoo_outcome("good_contract_recurrent", "vmap")
+    assert found.status is Status.PASSED, found.message
 
 
 @pytest.mark.parametrize(("layouts", "reason"), [

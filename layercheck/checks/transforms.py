@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -33,6 +33,7 @@ from layercheck.sdk import (
     dtype_name,
     failing,
     forward_is_random,
+    identical,
     largest,
     needs_batch,
     output_names,
@@ -141,9 +142,12 @@ def _assert_types(where: str, mode: str, outputs: Sequence[torch.Tensor], allowe
                               tensor=name, mode=mode, actual=dtype_name(out.dtype))
     for name, dtype in _dtypes(subject).items():
         if before.get(name, dtype) != dtype:
+            why = ("autocast casts copies for its operations; the layer must not cast its own parameters (the "
+                   "optimizer then steps in low precision)" if name.startswith("parameter") else
+                   "a state assigned from a result computed under autocast takes the autocast dtype, and breaks the "
+                   "next call outside autocast; store it in its own dtype (self.h = h.to(self.h.dtype))")
             raise CheckFailed(f"{where}, {mode} changed {name} from {dtype_name(before[name])} to {dtype_name(dtype)}: "
-                              "autocast casts copies for its operations; the layer must not cast its own parameters "
-                              "or state (the optimizer then steps in low precision)", tensor=name, mode=mode)
+                              f"{why}", tensor=name, mode=mode)
 
 
 def _assert_agree(ctx: Context, where: str, dtype: torch.dtype, predicted: list[torch.Tensor],
@@ -297,18 +301,25 @@ def vmap(ctx: Context) -> str:
     call = _caller(subject, constants)
     with torch.no_grad(), failing("in eval mode"):
         batched = call(params, inputs)
+        random = not identical(batched, call(params, inputs, seed=ctx.seed + 1))
+    # a layer that draws random numbers in its eval forward gets its own draws per observation,
+    # as in a batch, and is compared in size only
+    randomness = "different" if random else "error"
     out_dims = _output_batch_dims(call, params, inputs, batch_dims, batched, size)
     per_sample = _per_sample(call, batch_dims, out_dims)
     with _failing("torch.vmap over the batch", explain), torch.no_grad():
         mapped = torch.func.vmap(lambda *xs: per_sample(params, xs), in_dims=tuple(batch_dims),
-                                 out_dims=tuple(out_dims))(*inputs)
-    assert_close(batched, list(mapped), names=output_names(batched), labels=("batched call", "vmap"),
-                 allowance=path_allowance(ctx, PREDICT),
-                 what="torch.vmap over the observations (each a batch of one) vs the batched call, in eval mode")
+                                 out_dims=tuple(out_dims), randomness=randomness)(*inputs)
+    assert_same_unless_random(batched, list(mapped), random=lambda: random, names=output_names(batched),
+                              labels=("batched call", "vmap"), allowance=path_allowance(ctx, PREDICT),
+                              what="torch.vmap over the observations (each a batch of one) vs the batched call, in "
+                                   "eval mode")
     with _failing("vmap(grad(...)) for per-sample gradients", explain):
-        compared = _per_sample_gradients(ctx, subject, call, params, inputs, batch_dims, batched, out_dims)
+        compared = _per_sample_gradients(ctx, subject, call, params, inputs, batch_dims, batched, out_dims,
+                                         randomness)
+    note = " (in size only: the layer's eval forward draws random numbers)" if random else ""
     return (f"{called}torch.vmap over {size} observations reproduces the batched call, and per-sample gradients "
-            f"from vmap(grad(...)) agree with {compared}")
+            f"from vmap(grad(...)) agree with {compared}{note}")
 
 
 def _constants(subject: Subject) -> dict[str, torch.Tensor]:
@@ -320,14 +331,17 @@ def _constants(subject: Subject) -> dict[str, torch.Tensor]:
     return {**frozen, **dict(subject.module.named_buffers())}
 
 
-Call = Callable[[dict[str, torch.Tensor], Sequence[torch.Tensor]], list[torch.Tensor]]
+class Call(Protocol):
+    def __call__(self, params: dict[str, torch.Tensor], inputs: Sequence[torch.Tensor], *,
+                 seed: int | None = None) -> list[torch.Tensor]: ...
 
 
 def _caller(subject: Subject, constants: dict[str, torch.Tensor]) -> Call:
     """The layer as a function of its learnable parameters and inputs: its tensor outputs."""
 
-    def call(params: dict[str, torch.Tensor], inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        with seeded(subject.target.seed):
+    def call(params: dict[str, torch.Tensor], inputs: Sequence[torch.Tensor], *,
+             seed: int | None = None) -> list[torch.Tensor]:
+        with seeded(subject.target.seed if seed is None else seed):
             try:
                 if subject.module is None:
                     raw = subject.target.cls.apply(*inputs)  # type: ignore[attr-defined]
@@ -354,7 +368,7 @@ def _functional_call_agrees(ctx: Context, inputs: list[torch.Tensor]) -> str:
             p.copy_(nudged[name])
     subject.module.eval()
     loaded.module.eval()
-    with torch.no_grad(), failing("in eval mode"):
+    with torch.no_grad(), failing("in eval mode"), seeded(ctx.seed):
         expected = Outputs.of(loaded.module(*inputs)).tensors
         actual = _caller(subject, _constants(subject))(nudged, inputs)
     try:
@@ -367,6 +381,8 @@ def _functional_call_agrees(ctx: Context, inputs: list[torch.Tensor]) -> str:
                           "reads a parameter through a reference kept elsewhere (a list or dict of its weights, a "
                           "tensor derived in __init__). Read parameters from their attributes (self.weight) at call "
                           "time", **exc.details) from None
+    if not nudged:
+        return "functional_call (no learnable parameter to vary) matches the layer; "
     return f"functional_call with other values of {len(nudged)} parameter(s) matches the layer loaded with them; "
 
 
@@ -402,8 +418,10 @@ def _per_sample(call: Call, batch_dims: list[int | None],
 
 def _per_sample_gradients(ctx: Context, subject: Subject, call: Call, params: dict[str, torch.Tensor],
                           inputs: list[torch.Tensor], batch_dims: list[int | None], batched: list[torch.Tensor],
-                          out_dims: list[int]) -> str:
-    """vmap(grad(<w_i, y_i>)) over the observations against autograd on a few observations alone."""
+                          out_dims: list[int], randomness: str) -> str:
+    """vmap(grad(<w_i, y_i>)) over the observations against autograd on a few observations alone,
+    each from the state the layer had before (a recurrent state is not carried from one to the next)."""
+    start = subject.checkpoint()
     floating = [k for k, y in enumerate(batched) if y.is_floating_point()]
     differentiable = [i for i, x in enumerate(inputs) if x.is_floating_point()]
     ws = cotangents(ctx, [batched[k] for k in floating])
@@ -414,12 +432,13 @@ def _per_sample_gradients(ctx: Context, subject: Subject, call: Call, params: di
         return sum(((outputs[k] * wk).sum() for k, wk in zip(floating, w)), torch.zeros(()))
 
     in_dims = (None, tuple(batch_dims), tuple(out_dims[k] for k in floating))
-    grads_p, grads_x = torch.func.vmap(torch.func.grad(loss, argnums=(0, 1)), in_dims=in_dims)(
-        params, tuple(inputs), tuple(ws))
+    grads_p, grads_x = torch.func.vmap(torch.func.grad(loss, argnums=(0, 1)), in_dims=in_dims,
+                                       randomness=randomness)(params, tuple(inputs), tuple(ws))
     size = batched[floating[0]].shape[out_dims[floating[0]]] if floating else 0
     picked = sorted({0, size // 2, size - 1})[:_PER_SAMPLE]
     names, expected, actual = [], [], []
     for i in picked:
+        subject.rewind(start)
         alone = _alone(subject, inputs, batch_dims, [(ws[j], out_dims[k]) for j, k in enumerate(floating)], floating,
                        i)
         for name, grad in zip(params, alone[:len(params)]):
@@ -433,9 +452,10 @@ def _per_sample_gradients(ctx: Context, subject: Subject, call: Call, params: di
             names.append(f"per-sample gradient of input {j} (observation {i})")
             expected.append(want.squeeze(b) if b is not None else want)
             actual.append(grads_x[j][i])
-    assert_close(expected, actual, names=names, labels=("observation alone", "vmap(grad)"),
-                 allowance=path_allowance(ctx),
-                 what="per-sample gradients from vmap(grad(...)) vs one observation alone")
+    subject.rewind(start)
+    assert_same_unless_random(expected, actual, random=lambda: randomness != "error", names=names,
+                              labels=("observation alone", "vmap(grad)"), allowance=path_allowance(ctx),
+                              what="per-sample gradients from vmap(grad(...)) vs one observation alone")
     return f"{len(picked)} observation(s) run alone ({len(names)} gradient(s))"
 
 
