@@ -50,6 +50,7 @@ from layercheck.registry import (
     Tolerance,
     check,
     modules_only,
+    needs_batch,
     selector,
 )
 from layercheck.result import label
@@ -79,6 +80,7 @@ from layercheck.subject import (
     Subject,
     Target,
     accelerators,
+    custom_functions,
     seeded,
     tensors_in,
 )
@@ -114,6 +116,7 @@ __all__ = [
     "check",
     "comparable",
     "cotangents",
+    "custom_functions",
     "describe_shapes",
     "dtype_name",
     "failing",
@@ -128,6 +131,7 @@ __all__ = [
     "layer_failure",
     "mismatch",
     "modules_only",
+    "needs_batch",
     "nonfinite",
     "output_names",
     "path_allowance",

@@ -43,6 +43,7 @@ from layercheck.sdk import (
     user_frame,
 )
 from layercheck.subject import Mode, Outputs, Subject, backward_nodes
+from layercheck.subject import custom_functions as _custom_functions
 
 # needs_input_grad compares a float32 backward with the same backward when more tensors
 # require grad: the same operations, so only a different summation order can separate them
@@ -165,16 +166,6 @@ class BackwardRecorder:
 
     def broadcast(self) -> list[RawGradient]:
         return [r for r in self.records if r.broadcast and not r.wrong]
-
-
-def _custom_functions(outputs: Sequence[torch.Tensor]) -> list[type[torch.autograd.Function]]:
-    """The user's ``autograd.Function`` classes in the outputs' graph (torch's own excluded)."""
-    classes: list[type[torch.autograd.Function]] = []
-    for node in backward_nodes(outputs):
-        cls = getattr(type(node), "_forward_cls", None)
-        if cls is not None and not cls.__module__.startswith("torch") and cls not in classes:
-            classes.append(cls)
-    return classes
 
 
 # -- the shared runs ---------------------------------------------------------------------------
