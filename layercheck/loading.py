@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from layercheck.errors import LoadError
+from layercheck.errors import CheckTimeout, LoadError
 
 
 class TargetNotFound(LoadError):
@@ -84,6 +84,8 @@ def _import_file(path: Path, reference: str) -> object:
         del sys.modules[name]
         if added:
             sys.path.remove(folder)
+        if isinstance(exc, CheckTimeout):
+            raise  # the runner's time limit, not the module's failure
         raise LoadError(f"{reference}: importing {path.name} raised {_describe(exc, path)}") from None
     return module
 
@@ -95,6 +97,8 @@ def _import_module(name: str, reference: str) -> object:
         if exc.name and name.startswith(exc.name):
             raise TargetNotFound(f"{reference}: no module named {exc.name!r}") from None
         raise LoadError(f"{reference}: importing {name} raised {_describe(exc)}") from None
+    except CheckTimeout:
+        raise  # the runner's time limit, not the module's failure
     except BaseException as exc:
         raise LoadError(f"{reference}: importing {name} raised {_describe(exc)}") from None
 
