@@ -36,10 +36,11 @@ from typing import Any
 
 from layercheck import __version__, runner
 from layercheck.errors import UsageError
+from layercheck.launch import context
 from layercheck.registry import selector
 from layercheck.result import CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
-from layercheck.workers import Worker, context
+from layercheck.workers import Worker
 
 # How much of a worker's output an error run quotes (a check's result keeps more, in its details).
 QUOTED_OUTPUT = 2_000

@@ -1,12 +1,13 @@
 """Worker processes: where a layer is checked, apart from the run that reports on it.
 
 A worker is a fork of a fork server that imported torch, layercheck and its checks once
-(spawned where there is no fork server): forking a process that already runs torch's thread
-pools can deadlock, a fork server's clean process cannot, and each worker costs a fork
-instead of an import of torch. A worker checks one target at a time, one check at a time,
-telling its parent which check starts and how each ended, so that when the process ends —
-a segfault, ``os._exit``, a kill — the parent knows which check it was and can let a fresh
-worker run the remaining ones (:mod:`layercheck.isolation`).
+(:func:`layercheck.launch.context`; spawned where there is no fork server): forking a
+process that already runs torch's thread pools can deadlock, a fork server's clean process
+cannot, and each worker costs a fork instead of an import of torch. A worker checks one
+target at a time, one check at a time, telling its parent which check starts and how each
+ended, so that when the process ends — a segfault, ``os._exit``, a kill — the parent knows
+which check it was and can let a fresh worker run the remaining ones
+(:mod:`layercheck.isolation`).
 
 A worker:
 
@@ -34,7 +35,6 @@ import ctypes
 import dataclasses
 import faulthandler
 import json
-import multiprocessing
 import os
 import pickle
 import re
@@ -53,11 +53,6 @@ from layercheck.limits import limit_worker_memory
 from layercheck.loading import TargetNotFound
 from layercheck.result import CheckResult, RunReport
 from layercheck.spec import TargetSpec
-
-# What the fork server imports before it forks workers: torch, layercheck, the checks, and
-# what the checks import on first use (torch._dynamo and what it pulls in: 1.5 s that every
-# worker would pay again), and the command line, which a worker imports as its main module.
-PRELOAD = ["layercheck.workers", "layercheck.checks", "layercheck.cli", "torch._dynamo"]
 
 # How long a worker asked to stop, or killed, is waited for.
 JOIN_SECONDS = 5.0
@@ -132,15 +127,6 @@ class Worker:
                 continue
         self.process.join()
         self.conn.close()
-
-
-def context() -> Any:
-    """The multiprocessing context workers come from: a fork server where there is one."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(PRELOAD)
-        return ctx
-    return multiprocessing.get_context("spawn")
 
 
 def describe_exit(code: int | None) -> str:
