@@ -103,10 +103,11 @@ class SideEffects:
 
 
 @contextlib.contextmanager
-def contained(*, capture: bool = False) -> Iterator[SideEffects]:
+def contained(*, capture: bool = False, echo: bool = False) -> Iterator[SideEffects]:
     """Run a block with warnings recorded and global settings put back afterwards; with
-    ``capture``, file descriptors 1 and 2 go to a file for the block. The yielded record is
-    filled when the block ends, however it ends."""
+    ``capture``, file descriptors 1 and 2 go to a file for the block (and with ``echo``, what
+    was captured to stderr afterwards: output of a step that has no result to hold it). The
+    yielded record is filled when the block ends, however it ends."""
     effects = SideEffects()
     saved = [(setting, setting.get()) for setting in SETTINGS]
     try:
@@ -114,8 +115,13 @@ def contained(*, capture: bool = False) -> Iterator[SideEffects]:
             warnings.simplefilter("always")  # every warning of this block, whatever ran before it
             filters = list(warnings.filters)
             try:
-                with _captured(effects) if capture else contextlib.nullcontext():
-                    yield effects
+                try:
+                    with _captured(effects) if capture else contextlib.nullcontext():
+                        yield effects
+                finally:
+                    if echo and effects.output:
+                        sys.stderr.write(effects.output)
+                        _flush()
             finally:
                 # catch_warnings puts the filters back; a module imported for the first time
                 # adding its own is not the layer changing them

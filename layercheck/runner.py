@@ -156,7 +156,7 @@ def load_target(spec: TargetSpec, options: Options) -> Target:
     """Import the spec's layer, under the time limit and with global settings put back;
     raises LoadError (TargetNotFound when the file, module or class does not exist)."""
     try:
-        with _time_limit(options.timeout), contained(capture=options.contained):
+        with _time_limit(options.timeout), contained(capture=options.contained, echo=True):
             return make_target(spec, options)
     except CheckTimeout:
         raise LoadError(f"importing the layer ran past the time limit of {options.timeout:g} s "
@@ -227,7 +227,7 @@ class TargetRun:
         checks that need a layer are then skipped naming it."""
         self.listener.phase("constructing and initialising the layer")
         try:
-            with _time_limit(self.options.timeout), contained(capture=self.options.contained):
+            with _time_limit(self.options.timeout), contained(capture=self.options.contained, echo=True):
                 self.target.pristine()
         except LoadError as exc:
             return str(exc)

@@ -57,6 +57,7 @@ class Outcome:
     seconds: float
     leftover: list[str]
     zombies: list[str]
+    after_sigint: float | None
     report: dict[str, Any]
 
 
@@ -156,3 +157,72 @@ def test_a_hostile_layer_is_contained(folder: Path, good_verdict: list, tmp_path
     outcome = layercheck(*specs, "--timeout", f"{TIMEOUT:g}", "--max-memory", MEMORY, "--jobs", str(jobs),
                          cwd=folder, output=tmp_path / "report.json" if to_file else None)
     assert_contained(outcome, folder, [name], good_verdict if beside else None)
+
+
+HANGS_IN_PREDICT = '''
+import os
+import time
+from torch import nn
+
+class Layer(nn.Module):
+    def forward(self, x):
+        if not self.training:
+            open(os.environ["LAYERCHECK_TEST_MARKER"], "w").close()  # the test's cue: it hangs from here on
+            while True:
+                time.sleep(0.05)
+        return x
+'''
+
+
+@pytest.mark.parametrize("mode", [[], pytest.param(["--jobs", "2"], marks=pytest.mark.slow),
+                                  pytest.param(["--no-isolate"], marks=pytest.mark.slow)],
+                         ids=["serial", "jobs", "no-isolate"])
+def test_ctrl_c_stops_the_run_and_reports_what_finished(folder: Path, tmp_path: Path, good_verdict: list,
+                                                         mode: list[str]) -> None:
+    (tmp_path / "hangs.py").write_text(HANGS_IN_PREDICT)
+    hangs = write_spec(tmp_path, "hangs.yaml", "hangs.py:Layer", "4,3:BC")
+    marker = tmp_path / "hanging"
+    isolated = mode != ["--no-isolate"]
+    # Serially the third target is never reached; with two workers it may be, or be in progress.
+    specs = [str(folder / "good.yaml"), str(hangs), str(folder / "good.yaml")]
+    outcome = layercheck(*specs, "--timeout", "100", *mode, cwd=tmp_path, harness=["--sigint-when", str(marker)],
+                         env={"LAYERCHECK_TEST_MARKER": str(marker)})
+    assert outcome.rc == 130, outcome.stderr
+    assert outcome.after_sigint is not None and outcome.after_sigint < 3.0
+    assert outcome.leftover == [] and outcome.zombies == []
+    report = outcome.report
+    assert report["interrupted"] is True
+    runs = report["runs"]
+    interrupted = [r for run in runs for r in run["results"] if r["message"].startswith("interrupted by the user")]
+    if mode == ["--jobs", "2"]:  # the good targets may be finished or in progress beside the hanging one
+        assert [run["target"] for run in runs] == specs[:len(runs)]
+        assert all(r["status"] == "error" for r in interrupted)
+    else:
+        assert runs[0]["target"] == specs[0] and verdict(runs[0]) == good_verdict
+    if isolated:  # the target in progress is reported with what finished, and how it stopped
+        if mode == []:
+            assert [run["target"] for run in runs] == specs[:2]
+        (stopped,) = [r for r in runs[1]["results"] if r["check"] == "predict_runs"]
+        assert stopped["status"] == "error"
+        assert stopped["message"] == "interrupted by the user (Ctrl-C) while running predict_runs"
+    else:  # in this process, the target in progress is lost with the check
+        assert [run["target"] for run in runs] == specs[:1] and interrupted == []
+    assert "interrupted" in outcome.stderr
+
+
+def test_timeout_total_ends_the_run_with_a_complete_report(folder: Path, tmp_path: Path) -> None:
+    (tmp_path / "hangs.py").write_text(HANGS_IN_PREDICT)
+    hangs = write_spec(tmp_path, "hangs.yaml", "hangs.py:Layer", "4,3:BC")
+    outcome = layercheck(str(hangs), str(folder / "good.yaml"), "--timeout", "100", "--timeout-total", "4",
+                         cwd=tmp_path, env={"LAYERCHECK_TEST_MARKER": str(tmp_path / "hanging")})
+    assert outcome.rc == 1
+    assert outcome.leftover == [] and outcome.zombies == []
+    assert outcome.seconds < 4 + STARTUP
+    hung, good = outcome.report["runs"]
+    (stopped,) = [r for r in hung["results"] if r["check"] == "predict_runs"]
+    assert stopped["status"] == "error"
+    assert stopped["message"] == "the run's time limit of 4 s (--timeout-total) ran out while running predict_runs"
+    assert good["status"] == "error" and good["results"] == []
+    assert good["error"] == ("not checked: the run's time limit of 4 s (--timeout-total) ran out "
+                             "before this target started")
+    assert "interrupted" not in outcome.report

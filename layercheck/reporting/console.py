@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import textwrap
 from collections.abc import Iterator
 
 from rich.console import Console, Group, RenderableType
@@ -77,6 +78,22 @@ def failure_list(report: Report, *, verbose: bool = False) -> RenderableType | N
     return Group(*lines) if lines else None
 
 
+def printed_and_warned(report: Report) -> RenderableType | None:
+    """What the layer printed and warned during each check (the details ``output`` and
+    ``warnings``), for --verbose."""
+    lines: list[RenderableType] = []
+    for run in report.runs:
+        for r in run.results:
+            output, warned = str(r.details.get("output") or ""), r.details.get("warnings") or []
+            if output:
+                lines.append(Text.assemble(("output ", NOTE_STYLE), (label(r), "bold"), f" ({run.target}):"))
+                lines.append(Text(textwrap.indent(output.rstrip("\n"), "  "), style="dim"))
+            for warning in warned:
+                lines.append(Text.assemble(("warning ", STYLES[Status.SKIPPED]), (label(r), "bold"),
+                                           f" ({run.target}): ", str(warning)))
+    return Group(*lines) if lines else None
+
+
 def print_report(report: Report, console: Console, *, verbose: bool = False, quiet: bool = False) -> None:
     if not quiet:
         for run in report.runs:
@@ -87,6 +104,9 @@ def print_report(report: Report, console: Console, *, verbose: bool = False, qui
     for run in report.runs:
         if quiet and run.error is not None:
             console.print(Text.assemble((f"ERROR {run.target}: ", STYLES[Status.ERROR]), run.error))
+    effects = printed_and_warned(report) if verbose else None
+    if effects is not None:
+        console.print(effects, soft_wrap=True)
     failures = failure_list(report, verbose=verbose)
     if failures is not None:
         console.print(failures, soft_wrap=True)  # unwrapped, so the reproduce command can be copied

@@ -1,12 +1,15 @@
 """Run a command and say what it left behind (Linux):
 
-    python harness.py -- COMMAND...
+    python harness.py [--sigint-when PATH] -- COMMAND...
 
 prints one JSON object: ``rc``, ``stdout``, ``stderr``, ``seconds``, ``leftover`` (processes
 still alive two seconds after the command ended, which it started directly or indirectly),
-and ``zombies`` (its descendants seen dead but not reaped for more than a second while it
-ran). The harness makes itself a child subreaper, so that what the command leaves behind is
-re-parented here, where it can be found, and is killed before the harness exits.
+``zombies`` (its descendants seen dead but not reaped for more than a second while it ran)
+and ``after_sigint`` (seconds from the SIGINT to the command's end, or None). The harness
+makes itself a child subreaper, so that what the command leaves behind is re-parented here,
+where it can be found, and is killed before the harness exits. With ``--sigint-when PATH``,
+once PATH exists the command's process group gets SIGINT, as a terminal's Ctrl-C sends it
+(the command runs in a process group of its own).
 """
 
 from __future__ import annotations
@@ -70,21 +73,28 @@ def reap() -> None:
 
 
 def main() -> None:
-    command = sys.argv[sys.argv.index("--") + 1:]
+    split = sys.argv.index("--")
+    own, command = sys.argv[1:split], sys.argv[split + 1:]
+    marker = own[own.index("--sigint-when") + 1] if "--sigint-when" in own else None
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
-        proc = subprocess.Popen(command, stdout=out, stderr=err)
+        proc = subprocess.Popen(command, stdout=out, stderr=err, start_new_session=True)
         first_seen_dead: dict[int, float] = {}
         zombies: set[str] = set()
+        interrupted: float | None = None
         while proc.poll() is None:
             now, table = time.monotonic(), parents()
+            if marker is not None and interrupted is None and os.path.exists(marker):
+                os.killpg(proc.pid, signal.SIGINT)
+                interrupted = now
             for pid in descendants(proc.pid, table):
                 if table[pid][1] == "Z" and now - first_seen_dead.setdefault(pid, now) > ZOMBIE_SECONDS:
                     zombies.add(f"{pid} (child of {table[pid][0]})")
             time.sleep(0.05)
         seconds = time.monotonic() - start
+        after_sigint = time.monotonic() - interrupted if interrupted is not None else None
         deadline = time.monotonic() + LEFTOVER_GRACE
         while True:  # orphans come here: reap those that end, wait a little for the others
             reap()
@@ -104,7 +114,7 @@ def main() -> None:
         err.seek(0)
         print(json.dumps({"rc": proc.returncode, "stdout": out.read().decode(errors="replace"),
                           "stderr": err.read().decode(errors="replace"), "seconds": seconds,
-                          "leftover": leftover, "zombies": sorted(zombies)}))
+                          "leftover": leftover, "zombies": sorted(zombies), "after_sigint": after_sigint}))
 
 
 if __name__ == "__main__":
