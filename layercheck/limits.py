@@ -72,11 +72,18 @@ def parse_size(text: str, option: str = "--max-memory") -> int | None:
 
 
 def format_size(n: int) -> str:
-    """``8.0 TB``, ``512.0 MB``: decimal units, as ``--max-memory 2GB`` reads them."""
+    """``8.0 TB``, ``512.0 MB``: decimal units, as ``--max-memory 2GB`` reads them; beyond
+    petabytes, a power of ten (a layout may hold numbers of any size)."""
+    if n >= 1000 * 10**15:
+        return f"10^{len(str(n)) - 1} bytes"
     for unit, scale in (("PB", 10**15), ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
         if n >= scale:
-            return f"{n / scale:.1f} {unit}" if n < 1000 * 10**15 else f"{n:.2e} bytes"
+            return f"{n / scale:.1f} {unit}"
     return f"{n} bytes"
+
+
+def _count(n: int) -> str:
+    return f"{n:,}" if n < 10**18 else f"10^{len(str(n)) - 1}"
 
 
 def elements(layouts: Iterable[Layout]) -> int:
@@ -125,7 +132,7 @@ def refuse_oversized(name: str, layouts: Iterable[Layout], limit: MemoryLimit) -
     needed = estimate(layouts)
     if limit.bytes is None or needed <= limit.bytes:
         return
-    raise UsageError(f"{name}: its inputs need about {format_size(needed)} ({elements(layouts):,} elements × "
+    raise UsageError(f"{name}: its inputs need about {format_size(needed)} ({_count(elements(layouts))} elements × "
                      f"{BYTES_PER_ELEMENT} bytes for the copies, outputs and finite differences the checks make), "
                      f"more than the limit of {format_size(limit.bytes)} ({limit.source}); check a smaller layout")
 

@@ -240,6 +240,8 @@ class TargetRun:
             if not self.options.contained:
                 raise  # the user's Ctrl-C
             return f"constructing and initialising the layer: {_ended(exc)}"
+        except Exception as exc:  # not the layer's (that is a LoadError or LayerRaised): layercheck's own
+            return f"constructing and initialising the layer could not complete: {type(exc).__name__}: {exc}"
         except BaseException as exc:  # SystemExit and its kind: the layer tried to end the program
             return f"constructing and initialising the layer: {_ended(exc)}"
         return None
