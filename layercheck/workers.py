@@ -65,7 +65,6 @@ class Worker:
     process: Any
     conn: Connection
     capture: str  # the file the worker captures a check's output into
-    started: float = dataclasses.field(default_factory=time.monotonic)
 
     @classmethod
     def start(cls, context: Any, options: runner.Options, capture: str) -> Worker:
