@@ -205,13 +205,13 @@ def _collect_targets(targets: list[str], layouts: list[Layout], args: list[Any],
             layer_targets += 1
             if not layouts:
                 raise UsageError(f"{text}: a layer target needs --layout SIZES:FORMAT (once per input), e.g. --layout 24,24,20,128:SSCB")
-            try:
-                if import_layers:
+            if import_layers:
+                try:
                     resolve(text, base_dir=Path.cwd())
-            except TargetNotFound as exc:
-                raise UsageError(str(exc)) from None
-            except Exception:
-                pass  # import errors are the layer's: its run reports them (exit 1)
+                except TargetNotFound as exc:
+                    raise UsageError(str(exc)) from None
+                except Exception:
+                    pass  # import errors are the layer's: its run reports them (exit 1)
             specs.append(TargetSpec(layer=text, layouts=tuple(layouts), args=tuple(args), kwargs=dict(kwargs)))
     if (layouts or args or kwargs) and not layer_targets:
         raise UsageError("--layout, --arg and --kwarg apply to layer targets (file.py[:Class], module:Class), not to spec files")

@@ -34,6 +34,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import faulthandler
+import io
 import json
 import os
 import pickle
@@ -238,10 +239,24 @@ class _Messages(runner.Listener):
 
 def _send(conn: Connection, message: tuple[Any, ...]) -> None:
     try:
-        pickle.dumps(message)
-    except Exception:  # a detail that cannot be pickled: send what the JSON report would hold
-        message = tuple(_plain(part) for part in message)
+        _ParentCanRead(io.BytesIO(pickle.dumps(message))).load()
+    except Exception:  # a detail that cannot be pickled, or that the parent could not unpickle
+        message = tuple(_plain(part) for part in message)  # what the JSON report would hold
     conn.send(message)
+
+
+class _ParentCanRead(pickle.Unpickler):
+    """Unpickles only what the parent can import: not the classes of a layer's module, which
+    only workers import (a detail holding an instance of one would fail there)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module.partition(".")[0] not in _PARENT_MODULES:
+            raise pickle.UnpicklingError(f"{module}.{name} may not be importable in the parent")
+        return super().find_class(module, name)
+
+
+_PARENT_MODULES = frozenset({"builtins", "copyreg", "collections", "_codecs", "enum", "pathlib", "numpy", "torch",
+                             "layercheck"})
 
 
 def _plain(value: Any) -> Any:

@@ -150,7 +150,8 @@ WAYS = [(False, 1, False), (False, 2, True), (True, 1, True), (True, 2, False)]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize(("beside", "jobs", "to_file"), WAYS)
+@pytest.mark.parametrize(("beside", "jobs", "to_file"), WAYS,
+                         ids=[f"{'beside' if b else 'alone'}-jobs{j}-{'file' if f else 'stdout'}" for b, j, f in WAYS])
 def test_a_hostile_layer_is_contained(folder: Path, good_verdict: list, tmp_path: Path, name: str, beside: bool,
                                       jobs: int, to_file: bool) -> None:
     specs = ([str(folder / "good.yaml")] if beside else []) + [str(folder / f"{name}.yaml")]

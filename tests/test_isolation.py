@@ -71,17 +71,6 @@ class Layer(nn.Module):
         return x * 2
 '''
 
-EXITS = '''
-import sys
-from torch import nn
-
-class Layer(nn.Module):
-    def forward(self, x):
-        if not self.training:
-            sys.exit(0)
-        return x
-'''
-
 BROKEN = '''
 from torch import nn
 
@@ -90,16 +79,6 @@ class Layer(nn.Module):
         return x if self.training else x.mean(dim=7)
 '''
 
-SEGFAULT = '''
-import ctypes
-from torch import nn
-
-class Layer(nn.Module):
-    def forward(self, x):
-        if not self.training:
-            ctypes.string_at(0)
-        return x
-'''
 
 
 def layercheck(*args: str) -> Result:
@@ -111,6 +90,11 @@ def layercheck(*args: str) -> Result:
 def layer(folder: Path, name: str, source: str, layout: str = "4,3:BC") -> Path:
     (folder / f"{name}.py").write_text(source)
     return write_spec(folder, f"{name}.yaml", f"{name}.py:Layer", layout)
+
+
+def hostile(folder: Path, name: str) -> Path:
+    """A spec for a layer of tests/hostile/."""
+    return write_spec(folder, f"{name}.yaml", f"{ROOT / 'tests' / 'hostile' / name}.py:Layer", "4,3:BC")
 
 
 def result(data: dict[str, Any], check: str) -> dict[str, Any]:
@@ -175,16 +159,16 @@ def test_global_settings_a_layer_changes_are_restored_and_named(tmp_path: Path, 
 
 def test_no_isolate_contains_an_exit_too(tmp_path: Path) -> None:
     """In this process, sys.exit in a layer is an error result, not a green exit status 0."""
-    spec = layer(tmp_path, "exits", EXITS)
+    spec = hostile(tmp_path, "exit_in_forward")
     invoked = CliRunner().invoke(app, ["run", str(spec), "--no-isolate", "--format", "json", "--check", "predict_runs"])
     assert invoked.exit_code == 1
     predict = result(json.loads(invoked.stdout), "predict_runs")
     assert predict["status"] == "error" and "SystemExit(0)" in predict["message"]
-    assert "exits.py" in predict["details"]["traceback"]
+    assert "exit_in_forward.py" in predict["details"]["traceback"]
 
 
 def test_no_isolate_with_jobs_is_a_usage_error(tmp_path: Path) -> None:
-    spec = layer(tmp_path, "exits", EXITS)
+    spec = hostile(tmp_path, "exit_in_forward")
     invoked = CliRunner().invoke(app, ["run", str(spec), "--no-isolate", "--jobs", "2"])
     assert invoked.exit_code == 2
     (line,) = invoked.stderr.strip().splitlines()
@@ -203,8 +187,8 @@ def _without_timings(value: Any) -> Any:
 def mixed(tmp_path: Path) -> list[str]:
     """A correct layer, a broken one, one that crashes its worker, one that exits."""
     good = write_spec(tmp_path, "good.yaml", f"{ROOT / 'layers' / 'srelu.py'}:SReLU", "4,3,5:BCU")
-    return [str(good), *(str(layer(tmp_path, name, source)) for name, source in
-                         (("broken", BROKEN), ("segfault", SEGFAULT), ("exits", EXITS)))]
+    return [str(good), str(layer(tmp_path, "broken", BROKEN)), str(hostile(tmp_path, "segfault")),
+            str(hostile(tmp_path, "exit_in_forward"))]
 
 
 def test_serial_and_parallel_runs_give_the_same_report(mixed: list[str]) -> None:
@@ -292,3 +276,23 @@ except RuntimeError as exc:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "refused: True"
+
+
+class _LayerThing:
+    """Stands for an object of a layer's own module, which only worker processes import."""
+
+    def __repr__(self) -> str:
+        return "LayerThing()"
+
+
+def test_a_result_the_parent_could_not_unpickle_arrives_as_the_json_report_holds_it() -> None:
+    from multiprocessing import Pipe
+
+    from layercheck import workers
+    from layercheck.result import CheckResult, Status
+
+    mine, theirs = Pipe()
+    result = CheckResult("predict_runs", "", Status.FAILED, 0.1, "wrong", {"thing": _LayerThing(), "n": 2})
+    workers._send(theirs, ("done", ("predict_runs", ""), result, "failed", {}, "module"))
+    received = mine.recv()[2]
+    assert received.details == {"thing": "LayerThing()", "n": 2} and received.message == "wrong"
