@@ -139,6 +139,8 @@ class _Run:
                 return
             self._dispatch()
             busy = {worker: job for worker, job in self.workers.items() if job is not None}
+            if not busy:  # every waiting job has a worker, so this cannot be; never wait for nothing
+                raise RuntimeError("layercheck lost track of a target: no worker is checking it")
             ends = [d for d in (job.deadline for job in busy.values()) if d is not None]
             ends += [deadline] if deadline is not None else []
             timeout = max(0.0, min(ends) - time.monotonic()) if ends else None
