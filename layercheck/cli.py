@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -17,7 +18,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from layercheck import registry, runner, scaffold, workers
+from layercheck import isolation, limits, registry, runner, scaffold
 from layercheck.errors import UsageError
 from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.layout import Layout
@@ -80,6 +81,9 @@ def run(
     device: Annotated[list[str] | None, typer.Option("--device", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
     tolerance: Annotated[list[str] | None, typer.Option("--tolerance", help="Tolerance override CHECK.DTYPE=VALUE, e.g. needs_input_grad.float32=1e-2 (a bare DTYPE=VALUE is the gradient check's); `layercheck checks ID` lists a check's tolerances.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="Time limit per check in seconds (0: none).")] = runner.DEFAULT_TIMEOUT,
+    timeout_total: Annotated[float, typer.Option("--timeout-total", min=0.0, help="Time limit for the whole run in seconds (0: none): then the check running is an error and the targets not started are error runs.")] = 0.0,
+    max_memory: Annotated[str | None, typer.Option("--max-memory", metavar="SIZE", show_default=False, help="Refuse targets whose layouts need more memory than this, and limit each worker process to it, e.g. 8GB or 512MiB (0: no limit; default: half the available memory).")] = None,
+    no_isolate: Annotated[bool, typer.Option("--no-isolate", help="Run the checks in this process, not in worker processes: for debugging with pdb. A layer that exits, crashes or hangs in native code then ends or stalls the run.")] = False,
     format: Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT", show_default=False, help=f"Report format: {', '.join(reporters.formats())} (default: the one --output's suffix names, else table).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.", dir_okay=False)] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Check this many targets at once, in worker processes (0: one per CPU).")] = 1,
@@ -103,7 +107,12 @@ def run(
             constants[name.strip()] = _yaml_value(value, f"--call-kwarg {name.strip()}")
     args = [_yaml_value(text, "--arg") for text in arg or []]
     kwargs = dict(_keyword(text) for text in kwarg or [])
-    specs = _collect_targets(targets, inputs, constants, args, kwargs, verbose=verbose)
+    if no_isolate and jobs != 1:
+        raise UsageError("--no-isolate runs the checks in this process, one target after another: it cannot be combined with --jobs")
+    specs = _collect_targets(targets, inputs, constants, args, kwargs, verbose=verbose, import_layers=no_isolate)
+    memory = limits.memory_limit(max_memory)
+    for spec in specs:
+        limits.refuse_oversized(spec.name, spec.layouts, memory)
     options = runner.Options(
         seed=seed,
         only=tuple(check or ()),
@@ -112,6 +121,8 @@ def run(
         devices=tuple(device or ()),
         tolerance=parse_tolerance(dict(_keyword(t) for t in tolerance or []), "--tolerance"),
         timeout=timeout,
+        timeout_total=timeout_total or None,
+        max_memory=memory.bytes,
     )
     runner.check_devices(options.devices)
     if output is not None:
@@ -128,8 +139,14 @@ def run(
             _stderr().print(f"shard {part} holds none of the {everything} target{'s' * (everything != 1)}: nothing checked", markup=False)
     out = Console(highlight=False, soft_wrap=False)
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
-        report = workers.run_parallel(specs, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
+        if no_isolate:
+            with contextlib.redirect_stdout(sys.stderr):  # what a layer prints never mixes with the report
+                report = runner.run(specs, options, progress=progress)  # type: ignore[arg-type]
+        else:
+            report = isolation.run(specs, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
     _emit(report, fmt, output, out, quiet=quiet, verbose=verbose)
+    if report.interrupted:
+        _stderr().print(f"layercheck: interrupted: the report holds the {len(report.runs)} target(s) checked so far", markup=False)
     raise typer.Exit(report.exit_code)
 
 
@@ -210,8 +227,9 @@ def reflow(doc: str) -> str:
 
 
 def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dict[str, Any], args: list[Any],
-                     kwargs: dict[str, Any], *, verbose: bool = False) -> list[TargetSpec]:
-    """Spec files, folders of specs and layer references, validated before anything runs."""
+                     kwargs: dict[str, Any], *, verbose: bool = False, import_layers: bool = True) -> list[TargetSpec]:
+    """Spec files, folders of specs and layer references, validated before anything runs; a
+    layer reference is imported here only with ``import_layers`` (else a worker process does)."""
     specs: list[TargetSpec] = []
     layer_targets = 0
     for text in targets:
@@ -231,12 +249,13 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
             layer_targets += 1
             if not any(spec.name is None for spec in inputs):
                 raise UsageError(f"{text}: a layer target needs --layout SIZES:FORMAT (once per input), e.g. --layout 24,24,20,128:SSCB")
-            try:
-                resolve(text, base_dir=Path.cwd())
-            except TargetNotFound as exc:
-                raise UsageError(str(exc)) from None
-            except Exception:
-                pass  # import errors are the layer's: its run reports them (exit 1)
+            if import_layers:
+                try:
+                    resolve(text, base_dir=Path.cwd())
+                except TargetNotFound as exc:
+                    raise UsageError(str(exc)) from None
+                except Exception:
+                    pass  # import errors are the layer's: its run reports them (exit 1)
             specs.append(TargetSpec(layer=text, inputs=tuple(inputs), args=tuple(args), kwargs=dict(kwargs),
                                     constants=dict(constants)))
     if (inputs or constants or args or kwargs) and not layer_targets:
