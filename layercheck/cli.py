@@ -18,11 +18,12 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from layercheck import isolation, limits, registry, runner, scaffold
+# Nothing here imports torch (runner, isolation and loading do, inside the commands that need
+# them): --help, `layercheck checks` and usage errors answer at once.
+from layercheck import limits, listing, scaffold
 from layercheck.errors import UsageError
 from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.layout import Layout
-from layercheck.loading import TargetNotFound, resolve
 from layercheck.reporting import console as console_report
 from layercheck.reporting import registry as reporters
 from layercheck.result import ExitCode, Report
@@ -80,7 +81,7 @@ def run(
     seed: Annotated[int | None, typer.Option("--seed", min=0, help="Seed for generated inputs and random streams (default: the spec's, else 0).")] = None,
     device: Annotated[list[str] | None, typer.Option("--device", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
     tolerance: Annotated[list[str] | None, typer.Option("--tolerance", help="Tolerance override CHECK.DTYPE=VALUE, e.g. needs_input_grad.float32=1e-2 (a bare DTYPE=VALUE is the gradient check's); `layercheck checks ID` lists a check's tolerances.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="Time limit per check in seconds (0: none).")] = runner.DEFAULT_TIMEOUT,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="Time limit per check in seconds (0: none).")] = limits.DEFAULT_TIMEOUT,
     timeout_total: Annotated[float, typer.Option("--timeout-total", min=0.0, help="Time limit for the whole run in seconds (0: none): then the check running is an error and the targets not started are error runs.")] = 0.0,
     max_memory: Annotated[str | None, typer.Option("--max-memory", metavar="SIZE", show_default=False, help="Refuse targets whose layouts need more memory than this, and limit each worker process to it, e.g. 8GB or 512MiB (0: no limit; default: half the available memory).")] = None,
     no_isolate: Annotated[bool, typer.Option("--no-isolate", help="Run the checks in this process, not in worker processes: for debugging with pdb. A layer that exits, crashes or hangs in native code then ends or stalls the run.")] = False,
@@ -113,6 +114,12 @@ def run(
     memory = limits.memory_limit(max_memory)
     for spec in specs:
         limits.refuse_oversized(spec.name, spec.layouts, memory)
+    for option, selectors in (("--check", check), ("--skip", skip), ("--enable", enable)):
+        listing.check_selectors(tuple(selectors or ()), option)
+    if output is not None:
+        check_destination(output)
+    from layercheck import isolation, runner  # torch: only once the command line is known to be valid
+
     options = runner.Options(
         seed=seed,
         only=tuple(check or ()),
@@ -125,8 +132,6 @@ def run(
         max_memory=memory.bytes,
     )
     runner.check_devices(options.devices)
-    if output is not None:
-        check_destination(output)
     runner.plan_for(None, options)  # validates every check id before anything runs
     for spec in specs:
         try:
@@ -158,6 +163,9 @@ def checks_command(
     """List the checks: id, title, MATLAB counterpart, default or opt-in."""
     out = Console(highlight=False)
     if check_id is not None:
+        listing.check_selectors((check_id,), "checks")  # a typo answers at once
+        from layercheck import registry  # the documentation and tolerances: the checks themselves
+
         info = registry.get(check_id)
         out.print(f"{info.id}: {info.title}", markup=False)
         if info.matlab:
@@ -185,11 +193,11 @@ def checks_command(
     if matlab:
         table.add_column(no_wrap=True)
     table.add_row(*[Text(h, style="bold") for h in ("id", "runs", "what it checks", "MATLAB")[:3 + matlab]])
-    for info in registry.catalogue():
-        title = info.title
-        if info.optional_variants:
-            title += f" (opt-in variants: {', '.join(info.optional_variants)})"
-        table.add_row(info.id, "default" if info.default else "opt-in", title, *([info.matlab or "-"] if matlab else []))
+    for entry in listing.entries():
+        title = entry.title
+        if entry.optional_variants:
+            title += f" (opt-in variants: {', '.join(entry.optional_variants)})"
+        table.add_row(entry.id, "default" if entry.default else "opt-in", title, *([entry.matlab or "-"] if matlab else []))
     out.print(table)
     out.print("layercheck checks ID: what the check does, its MATLAB counterpart, variants and tolerances; "
               "--enable ID runs an opt-in check.", markup=False)
@@ -250,6 +258,8 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
             if not any(spec.name is None for spec in inputs):
                 raise UsageError(f"{text}: a layer target needs --layout SIZES:FORMAT (once per input), e.g. --layout 24,24,20,128:SSCB")
             if import_layers:
+                from layercheck.loading import TargetNotFound, resolve
+
                 try:
                     resolve(text, base_dir=Path.cwd())
                 except TargetNotFound as exc:

@@ -22,6 +22,9 @@ from pathlib import Path
 from layercheck.errors import UsageError
 from layercheck.layout import Layout
 
+DEFAULT_TIMEOUT = 300.0
+"""Each check's time limit in seconds unless ``--timeout`` says otherwise."""
+
 # Note [memory estimate]
 # Peak resident memory of the default suite, measured above the worker's baseline, was 300
 # bytes per input element for Tanh and PReLU and 510 for SReLU (1.5 and 4 million elements):

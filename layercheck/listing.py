@@ -18,6 +18,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from layercheck.errors import UsageError, did_you_mean
 from layercheck.registry import SPEC_ORDER
 
 _CHECKS = Path(__file__).parent / "checks"
@@ -51,6 +52,22 @@ def entries() -> list[Entry]:
         found = imported_entries()
     rank = {name: i for i, name in enumerate(SPEC_ORDER)}
     return sorted(found, key=lambda e: rank.get(e.id, len(rank)))
+
+
+def check_selectors(selectors: list[str] | tuple[str, ...], option: str) -> None:
+    """Raise UsageError for a ``--check``/``--skip``/``--enable`` value naming a check (or a
+    variant of it) that does not exist, as the registry would, without importing the checks.
+    A variant known only at run time is left to the registry to judge."""
+    known = {e.id: e for e in entries()}
+    for text in selectors:
+        check_id, _, variant = text.partition(":")
+        entry = known.get(check_id.strip())
+        if entry is None:
+            hint = did_you_mean(check_id.strip(), known) or "; `layercheck checks` lists them"
+            raise UsageError(f"{option} {text}: unknown check id {check_id.strip()!r}{hint}")
+        if variant and entry.variants is not None and variant not in entry.variants + entry.optional_variants:
+            names = ", ".join(v for v in entry.variants + entry.optional_variants if v) or "none"
+            raise UsageError(f"{option} {text}: check {entry.id!r} has no variant {variant!r}; its variants: {names}")
 
 
 def imported_entries() -> list[Entry]:

@@ -40,13 +40,12 @@ from layercheck.errors import (
 )
 from layercheck.frames import user_trace
 from layercheck.invocation import Invocation
+from layercheck.limits import DEFAULT_TIMEOUT
 from layercheck.loading import resolve
 from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select, selector
 from layercheck.result import CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
 from layercheck.subject import Target, accelerators
-
-DEFAULT_TIMEOUT = 300.0
 
 Progress = Callable[[str, str, int, int], None]
 """Called before each check runs: (target name, "check[variant]", index, total)."""
