@@ -188,7 +188,9 @@ class _Run:
             return None
         self.started_workers += 1
         capture = os.path.join(self.folder, f"worker-{self.started_workers}.out")
-        worker = Worker.start(self.context, self.options, capture)
+        # Workers beside each other share the CPUs rather than each taking all of them.
+        threads = max(1, (os.cpu_count() or 1) // self.jobs) if self.jobs > 1 else None
+        worker = Worker.start(self.context, self.options, capture, threads=threads)
         self.workers[worker] = None
         return worker
 

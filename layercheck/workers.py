@@ -14,8 +14,12 @@ A worker:
 - ignores SIGINT (the user's Ctrl-C is its parent's to handle, and a KeyboardInterrupt in a
   worker is then always the layer's), leads its own process group (so that its parent can
   kill whatever the layer started) and dies with its fork server, hence with the run;
-- computes with torch's default number of threads whatever ``--jobs`` is, so that serial
-  and parallel runs give the same numbers;
+- computes with torch's default number of threads in a serial run, and with its share of
+  the CPUs (``cpus // jobs``, at least one) beside others: ``jobs`` workers each running as
+  many threads as there are CPUs fight over them, which made ``--jobs 2`` slower than a
+  serial run on two CPUs (benchmarks/startup.py). Layers whose tensors are below torch's
+  parallel grain (32768 elements) compute the very same numbers either way; larger ones may
+  differ in the last bits of a sum, far inside every tolerance;
 - sends its stdout to stderr outside checks, and captures both during a check into a file
   its parent names (the parent reads it when the worker dies in the middle of a check);
 - writes the Python stack of every thread there on SIGUSR1 and on a fatal signal
@@ -47,6 +51,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+import torch
+
 from layercheck import runner
 from layercheck.containment import capture_into, read_capture
 from layercheck.errors import LoadError
@@ -68,10 +74,11 @@ class Worker:
     capture: str  # the file the worker captures a check's output into
 
     @classmethod
-    def start(cls, context: Any, options: runner.Options, capture: str) -> Worker:
+    def start(cls, context: Any, options: runner.Options, capture: str, *, threads: int | None = None) -> Worker:
+        """A new worker; ``threads``: torch's thread count there (None: torch's default)."""
         mine, theirs = context.Pipe()
-        process = context.Process(target=_serve, args=(theirs, options, dict(os.environ), capture), daemon=True,
-                                  name="layercheck-worker")
+        process = context.Process(target=_serve, args=(theirs, options, dict(os.environ), capture, threads),
+                                  daemon=True, name="layercheck-worker")
         process.start()
         theirs.close()  # the child holds the only other end now: its exit means EOF here
         return cls(process, mine, capture)
@@ -160,9 +167,12 @@ def _without_addresses(text: str) -> str:
 # -- the worker's side ----------------------------------------------------------------------------
 
 
-def _serve(conn: Connection, options: runner.Options, environ: dict[str, str], capture: str) -> None:
+def _serve(conn: Connection, options: runner.Options, environ: dict[str, str], capture: str,
+           threads: int | None = None) -> None:
     """Worker process: check the targets it is given, one at a time, until told to stop."""
     _become_worker(environ, capture)
+    if threads is not None:
+        torch.set_num_threads(threads)
     limit_worker_memory(options.max_memory)
     options = dataclasses.replace(options, contained=True)
     while True:
