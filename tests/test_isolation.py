@@ -303,22 +303,16 @@ def test_every_zoo_layer_gets_the_same_verdict_in_a_worker() -> None:
     """A false alarm is as bad as a miss: the zoo, judged in worker processes, gets the
     verdicts it gets in this process (tests/test_zoo.py judges those)."""
     from layercheck import isolation, runner
-    from layercheck.layout import Layout
     from layercheck.spec import TargetSpec
 
-    from conftest import ZOO, load_zoo, run_zoo, zoo_names
-
-    def reference(module: Any) -> str:
-        cls, home = module.LAYER, sys.modules[module.LAYER.__module__]
-        if cls.__module__.startswith("layercheck_"):  # a class imported from a file: named by its file
-            return f"{home.__file__}:{cls.__qualname__}"
-        return f"{cls.__module__}:{cls.__qualname__}"
+    from conftest import ZOO, load_zoo, run_zoo, zoo_inputs, zoo_names
 
     names = zoo_names()
     specs = []
     for name in names:
         module = load_zoo(name)
-        specs.append(TargetSpec(layer=reference(module), layouts=tuple(Layout.parse(t) for t in module.LAYOUTS),
+        inputs, constants = zoo_inputs(module)
+        specs.append(TargetSpec(layer=f"{module.__file__}:LAYER", inputs=tuple(inputs), constants=constants,
                                 args=tuple(getattr(module, "ARGS", ())), kwargs=dict(getattr(module, "KWARGS", {})),
                                 enable=tuple(getattr(module, "ENABLE", ())), base_dir=ZOO))
     report = isolation.run(specs, runner.Options(seed=0))
