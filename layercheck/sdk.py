@@ -32,6 +32,7 @@ from layercheck.compare import (
     relative_difference,
     rounding_allowance,
     scaled_allowance,
+    shared_nonfinite_zeroed,
 )
 from layercheck.context import Context
 from layercheck.errors import (
@@ -149,6 +150,7 @@ __all__ = [
     "scaled_allowance",
     "seeded",
     "selector",
+    "shared_nonfinite_zeroed",
     "spread",
     "tensors_in",
     "user_frame",
