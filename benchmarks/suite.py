@@ -1,12 +1,14 @@
 """Cost of the whole default suite on the bundled SReLU, as a multiple of one float64
 forward+backward of the layer, both measured in this run (the issue's target: at most 25x).
 
-    python benchmarks/suite.py [--layout 24,24,20,128:SSCB] [--repeat 5] [--threads N]
+    python benchmarks/suite.py [--layout 24,24,20,128:SSCB] [--repeat 5] [--threads N] [--cpu-time]
 
 Prints each check's median time and ratio, and the median ratio of the whole suite. The
 first run of a process also pays one-time costs that are not the suite's (torch imports
 ``torch._dynamo`` the first time an operation runs on the meta device, about a second); the
-cold run is printed separately and the ratio is taken over the warm runs.
+cold run is printed separately and the ratio is taken over the warm runs. On a machine shared
+with other work, ``--cpu-time --threads 1`` times everything in this process's CPU time, which
+the others' load hardly moves.
 """
 
 from __future__ import annotations
@@ -53,9 +55,13 @@ def main() -> None:
     parser.add_argument("--layout", default="24,24,20,128:SSCB")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time in this process's CPU time, not wall time (a shared machine; with --threads 1)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.cpu_time:
+        time.perf_counter = time.process_time  # the runner and this script time with perf_counter
     layout = Layout.parse(args.layout)
     cls = resolve("layers/srelu.py:SReLU", base_dir=ROOT)
 
@@ -70,7 +76,9 @@ def main() -> None:
     ratios = [run.seconds / ref for run, ref in zip(runs, references)]
     reference = statistics.median(references)
 
-    print(f"SReLU {layout}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.repeat} repetitions")
+    clock = "CPU time" if args.cpu_time else "wall time"
+    print(f"SReLU {layout}, torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.repeat} repetitions, "
+          f"{clock}")
     print(f"one float64 forward+backward: {reference * 1e3:.1f} ms (median)")
     print(f"{'check':<24}{'variant':<10}{'status':<9}{'ms':>9}{'x f+b':>8}")
     rows = [(r.check, r.variant, r.status.value) for r in runs[0].results]

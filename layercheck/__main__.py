@@ -1,5 +1,5 @@
 """``python -m layercheck`` works the same as ``layercheck``."""
 
-from layercheck.cli import main
+from layercheck.launch import main
 
 main()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib.metadata
 import os
+import platform
 import sys
 import tempfile
 from collections.abc import Callable
@@ -16,12 +19,14 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperGroup
 
-from layercheck import registry, runner, scaffold, workers
+# Nothing here imports torch (runner, isolation and loading do, inside the commands that need
+# them): --help, `layercheck checks` and usage errors answer at once.
+from layercheck import __version__, limits, listing, scaffold
 from layercheck.errors import UsageError
 from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.layout import Layout
-from layercheck.loading import TargetNotFound, resolve
 from layercheck.reporting import console as console_report
 from layercheck.reporting import registry as reporters
 from layercheck.result import ExitCode, Report
@@ -34,15 +39,71 @@ from layercheck.spec import (
     parse_tolerance,
 )
 
+# click's exceptions, as the typer installed has them (typer 0.29 carries its own click): found
+# from the public typer.BadParameter's ancestors rather than imported from either.
+_CLICK_ERRORS = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
+_UsageError: type[Exception] = _CLICK_ERRORS["UsageError"]
+_ClickException: type[Exception] = _CLICK_ERRORS["ClickException"]
+_NoArgsIsHelp: type[Exception] | None = getattr(sys.modules[_UsageError.__module__], "NoArgsIsHelpError", None)
+
+
+class _OneErrorStyle(TyperGroup):
+    """Every usage error in one style, ``layercheck: error: ...`` on stderr and exit status 2:
+    the ones click finds (an unknown option, a missing argument, a value out of range) as
+    well as layercheck's own."""
+
+    def main(self, args: Any = None, prog_name: str | None = None,  # type: ignore[override]
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        try:
+            value = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except Exception as exc:
+            ctx: Any = getattr(exc, "ctx", None)
+            if _NoArgsIsHelp is not None and isinstance(exc, _NoArgsIsHelp) and ctx is not None:
+                typer.echo(ctx.get_help())  # a bare `layercheck`: the help, as asked for
+                sys.exit(0)
+            if isinstance(exc, _UsageError):
+                where = ctx.command_path if ctx is not None else "layercheck"
+                _stderr().print(f"layercheck: error: {exc.format_message()} (see '{where} --help')",  # type: ignore[attr-defined]
+                                markup=False)
+                sys.exit(ExitCode.USAGE)
+            if isinstance(exc, _ClickException):
+                _stderr().print(f"layercheck: error: {exc.format_message()}", markup=False)  # type: ignore[attr-defined]
+                sys.exit(getattr(exc, "exit_code", 1))
+            raise
+        except typer.Abort:
+            _stderr().print("layercheck: interrupted", markup=False)
+            sys.exit(130)
+        sys.exit(value if isinstance(value, int) else 0)
+
+
 app = typer.Typer(
     name="layercheck",
+    cls=_OneErrorStyle,
     help="Validate custom PyTorch layers, like MATLAB's checkLayer and further.",
-    add_completion=False,
     no_args_is_help=True,
     epilog=f"Report formats (run --format): {', '.join(reporters.formats())}.",
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        try:
+            torch_version = importlib.metadata.version("torch")  # without importing it
+        except importlib.metadata.PackageNotFoundError:
+            torch_version = "not installed"
+        typer.echo(f"layercheck {__version__} (torch {torch_version}, Python {platform.python_version()})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the versions of layercheck, torch and Python, and exit.")] = False,
+) -> None:
+    """Validate custom PyTorch layers, like MATLAB's checkLayer and further."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -68,27 +129,34 @@ def _usage_errors(fn: F) -> F:
 @app.command()
 @_usage_errors
 def run(
-    targets: Annotated[list[str], typer.Argument(help="Spec files, folders of specs, or layers (file.py[:Class], module:Class).", show_default=False)],
+    targets: Annotated[list[str], typer.Argument(metavar="TARGET", hidden=True, show_default=False)],
     layout: Annotated[list[str] | None, typer.Option("--layout", "-l", metavar="'SIZES:FORMAT [dtype=T] [values=V] [grad=no]'", help="One positional input of a layer target, in call order (repeat per input): its layout, and optionally its dtype (float32, int64, bool, ...; default: the check's floating dtype), how values are drawn (LOW:HIGH, uniform:LOW:HIGH, normal:MEAN:STD, positive, a probability for bool) and grad=no for a constant input.")] = None,
     call_kwarg: Annotated[list[str] | None, typer.Option("--call-kwarg", metavar="NAME=VALUE", help="A keyword argument of the layer's call: NAME='SIZES:FORMAT ...' for a generated tensor (as --layout), else a YAML value passed as is (need_weights=false).")] = None,
-    arg: Annotated[list[str] | None, typer.Option("--arg", help="Positional constructor argument for a layer target (YAML value; repeatable).")] = None,
-    kwarg: Annotated[list[str] | None, typer.Option("--kwarg", help="Keyword constructor argument NAME=VALUE for a layer target (repeatable).")] = None,
-    check: Annotated[list[str] | None, typer.Option("--check", "-c", help="Run only this check (and what it needs); repeatable.")] = None,
-    skip: Annotated[list[str] | None, typer.Option("--skip", "-s", help="Do not run this check (ID or ID:VARIANT); repeatable.")] = None,
-    enable: Annotated[list[str] | None, typer.Option("--enable", "-e", help="Also run this opt-in check (ID or ID:VARIANT); repeatable.")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", min=0, help="Seed for generated inputs and random streams (default: the spec's, else 0).")] = None,
-    device: Annotated[list[str] | None, typer.Option("--device", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
-    tolerance: Annotated[list[str] | None, typer.Option("--tolerance", help="Tolerance override CHECK.DTYPE=VALUE, e.g. needs_input_grad.float32=1e-2 (a bare DTYPE=VALUE is the gradient check's); `layercheck checks ID` lists a check's tolerances.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.0, help="Time limit per check in seconds (0: none).")] = runner.DEFAULT_TIMEOUT,
+    arg: Annotated[list[str] | None, typer.Option("--arg", metavar="VALUE", help="Positional constructor argument for a layer target (YAML value; repeatable).")] = None,
+    kwarg: Annotated[list[str] | None, typer.Option("--kwarg", metavar="NAME=VALUE", help="Keyword constructor argument NAME=VALUE for a layer target (repeatable).")] = None,
+    check: Annotated[list[str] | None, typer.Option("--check", "-c", metavar="ID[:VARIANT]", help="Run only this check (and what it needs); repeatable.")] = None,
+    skip: Annotated[list[str] | None, typer.Option("--skip", "-s", metavar="ID[:VARIANT]", help="Do not run this check (ID or ID:VARIANT); repeatable.")] = None,
+    enable: Annotated[list[str] | None, typer.Option("--enable", "-e", metavar="ID[:VARIANT]", help="Also run this opt-in check (ID or ID:VARIANT); repeatable.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", min=0, max=2**32 - 1, metavar="N", help="Seed for generated inputs and random streams (default: the spec's, else 0).")] = None,
+    device: Annotated[list[str] | None, typer.Option("--device", metavar="DEVICE", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
+    tolerance: Annotated[list[str] | None, typer.Option("--tolerance", metavar="CHECK.DTYPE=VALUE", help="Tolerance override CHECK.DTYPE=VALUE, e.g. needs_input_grad.float32=1e-2 (a bare DTYPE=VALUE is the gradient check's); `layercheck checks ID` lists a check's tolerances.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.0, metavar="SECONDS", help="Time limit per check in seconds (0: none).")] = limits.DEFAULT_TIMEOUT,
+    timeout_total: Annotated[float, typer.Option("--timeout-total", min=0.0, metavar="SECONDS", help="Time limit for the whole run in seconds (0: none): then the check running is an error and the targets not started are error runs.")] = 0.0,
+    max_memory: Annotated[str | None, typer.Option("--max-memory", metavar="SIZE", show_default=False, help="Refuse targets whose layouts need more memory than this, and limit each worker process to it, e.g. 8GB or 512MiB (0: no limit; default: half the available memory).")] = None,
+    no_isolate: Annotated[bool, typer.Option("--no-isolate", help="Run the checks in this process, not in worker processes: for debugging with pdb. A layer that exits, crashes or hangs in native code then ends or stalls the run.")] = False,
     format: Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT", show_default=False, help=f"Report format: {', '.join(reporters.formats())} (default: the one --output's suffix names, else table).")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.", dir_okay=False)] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Check this many targets at once, in worker processes (0: one per CPU).")] = 1,
+    output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write the report to this file.", dir_okay=False)] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, metavar="N", help="Check this many targets at once, in worker processes (0: one per CPU).")] = 1,
     shard: Annotated[str | None, typer.Option("--shard", metavar="K/N", help="Check only the K-th of N shards of the targets (1-based), for CI matrix jobs: the targets sorted by name (spec path or layer reference), shard K takes the K-th, K+N-th, ... of them.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only failures and the summary line.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print whole messages and tracebacks.")] = False,
 ) -> None:
     """Check layers and exit 0 (all passed or skipped), 1 (a check failed or errored, or a
-    layer could not be loaded) or 2 (invalid command line, spec or layout)."""
+    layer could not be loaded) or 2 (invalid command line, spec or layout).
+
+    Each TARGET is a spec file, a folder of spec files, or a layer: path/to/file.py[:Name],
+    package.module:Name (torch.nn:Conv2d) or torch.ops.NAMESPACE.NAME, checked with the
+    --layout, --arg and --kwarg given."""
     fmt = _report_format(format, output)
     part = Shard.parse(shard) if shard is not None else None
     inputs = [parse_input(text) for text in layout or []]
@@ -103,7 +171,18 @@ def run(
             constants[name.strip()] = _yaml_value(value, f"--call-kwarg {name.strip()}")
     args = [_yaml_value(text, "--arg") for text in arg or []]
     kwargs = dict(_keyword(text) for text in kwarg or [])
-    specs = _collect_targets(targets, inputs, constants, args, kwargs, verbose=verbose)
+    if no_isolate and jobs != 1:
+        raise UsageError("--no-isolate runs the checks in this process, one target after another: it cannot be combined with --jobs")
+    specs = _collect_targets(targets, inputs, constants, args, kwargs, verbose=verbose, import_layers=no_isolate)
+    memory = limits.memory_limit(max_memory)
+    for spec in specs:
+        limits.refuse_oversized(spec.name, spec.layouts, memory)
+    for option, selectors in (("--check", check), ("--skip", skip), ("--enable", enable)):
+        listing.check_selectors(tuple(selectors or ()), option)
+    if output is not None:
+        check_destination(output)
+    from layercheck import isolation, runner  # torch: only once the command line is known to be valid
+
     options = runner.Options(
         seed=seed,
         only=tuple(check or ()),
@@ -112,10 +191,10 @@ def run(
         devices=tuple(device or ()),
         tolerance=parse_tolerance(dict(_keyword(t) for t in tolerance or []), "--tolerance"),
         timeout=timeout,
+        timeout_total=timeout_total or None,
+        max_memory=memory.bytes,
     )
     runner.check_devices(options.devices)
-    if output is not None:
-        check_destination(output)
     runner.plan_for(None, options)  # validates every check id before anything runs
     for spec in specs:
         try:
@@ -128,19 +207,30 @@ def run(
             _stderr().print(f"shard {part} holds none of the {everything} target{'s' * (everything != 1)}: nothing checked", markup=False)
     out = Console(highlight=False, soft_wrap=False)
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
-        report = workers.run_parallel(specs, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
+        if no_isolate:
+            with contextlib.redirect_stdout(sys.stderr):  # what a layer prints never mixes with the report
+                report = runner.run(specs, options, progress=progress)  # type: ignore[arg-type]
+        else:
+            report = isolation.run(specs, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
     _emit(report, fmt, output, out, quiet=quiet, verbose=verbose)
+    if report.interrupted:
+        _stderr().print(f"layercheck: interrupted: the report holds the {len(report.runs)} target(s) checked so far", markup=False)
     raise typer.Exit(report.exit_code)
 
 
 @app.command("checks")
 @_usage_errors
 def checks_command(
-    check_id: Annotated[str | None, typer.Argument(help="Show the documentation of this check.", show_default=False)] = None,
+    check_id: Annotated[str | None, typer.Argument(metavar="ID", hidden=True, show_default=False)] = None,
 ) -> None:
-    """List the checks: id, title, MATLAB counterpart, default or opt-in."""
+    """List the checks: id, whether it runs by default, what it checks (and the MATLAB
+    counterpart, on a wide terminal). With an ID: that check's documentation, MATLAB
+    counterpart, variants, prerequisites and tolerances."""
     out = Console(highlight=False)
     if check_id is not None:
+        listing.check_selectors((check_id,), "checks")  # a typo answers at once
+        from layercheck import registry  # the documentation and tolerances: the checks themselves
+
         info = registry.get(check_id)
         out.print(f"{info.id}: {info.title}", markup=False)
         if info.matlab:
@@ -168,11 +258,11 @@ def checks_command(
     if matlab:
         table.add_column(no_wrap=True)
     table.add_row(*[Text(h, style="bold") for h in ("id", "runs", "what it checks", "MATLAB")[:3 + matlab]])
-    for info in registry.catalogue():
-        title = info.title
-        if info.optional_variants:
-            title += f" (opt-in variants: {', '.join(info.optional_variants)})"
-        table.add_row(info.id, "default" if info.default else "opt-in", title, *([info.matlab or "-"] if matlab else []))
+    for entry in listing.entries():
+        title = entry.title
+        if entry.optional_variants:
+            title += f" (opt-in variants: {', '.join(entry.optional_variants)})"
+        table.add_row(entry.id, "default" if entry.default else "opt-in", title, *([entry.matlab or "-"] if matlab else []))
     out.print(table)
     out.print("layercheck checks ID: what the check does, its MATLAB counterpart, variants and tolerances; "
               "--enable ID runs an opt-in check.", markup=False)
@@ -181,12 +271,13 @@ def checks_command(
 @app.command("init")
 @_usage_errors
 def init_command(
-    name: Annotated[str, typer.Argument(help="Layer file to write, without .py: NAME.py and NAME.yaml (a path such as layers/mylayer works).", show_default=False)],
-    layout: Annotated[str, typer.Option("--layout", "-l", help="Layout of the layer's input, written into the spec.")] = scaffold.DEFAULT_LAYOUT,
-    class_name: Annotated[str | None, typer.Option("--class-name", help="Name of the layer class (default: NAME in CamelCase).")] = None,
+    name: Annotated[str, typer.Argument(metavar="NAME", hidden=True, show_default=False)],
+    layout: Annotated[str, typer.Option("--layout", "-l", metavar="SIZES:FORMAT", help="Layout of the layer's input, written into the spec.")] = scaffold.DEFAULT_LAYOUT,
+    class_name: Annotated[str | None, typer.Option("--class-name", metavar="NAME", help="Name of the layer class (default: NAME in CamelCase).")] = None,
     op: Annotated[bool, typer.Option("--op", help="Write a custom operator (torch.library.custom_op, with a fake kernel and a registered backward) instead of a layer class.")] = False,
 ) -> None:
-    """Write a commented layer template NAME.py and its spec NAME.yaml; never overwrites."""
+    """Write a commented layer template NAME.py and its spec NAME.yaml; never overwrites.
+    NAME is the file to write without .py; a path such as layers/mylayer works."""
     layer_file, spec_file = scaffold.write(Path(name), layout=Layout.parse(layout), class_name=class_name,
                                            operator=op)
     out = Console(highlight=False)
@@ -210,8 +301,9 @@ def reflow(doc: str) -> str:
 
 
 def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dict[str, Any], args: list[Any],
-                     kwargs: dict[str, Any], *, verbose: bool = False) -> list[TargetSpec]:
-    """Spec files, folders of specs and layer references, validated before anything runs."""
+                     kwargs: dict[str, Any], *, verbose: bool = False, import_layers: bool = True) -> list[TargetSpec]:
+    """Spec files, folders of specs and layer references, validated before anything runs; a
+    layer reference is imported here only with ``import_layers`` (else a worker process does)."""
     specs: list[TargetSpec] = []
     layer_targets = 0
     for text in targets:
@@ -231,12 +323,15 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
             layer_targets += 1
             if not any(spec.name is None for spec in inputs):
                 raise UsageError(f"{text}: a layer target needs --layout SIZES:FORMAT (once per input), e.g. --layout 24,24,20,128:SSCB")
-            try:
-                resolve(text, base_dir=Path.cwd())
-            except TargetNotFound as exc:
-                raise UsageError(str(exc)) from None
-            except Exception:
-                pass  # import errors are the layer's: its run reports them (exit 1)
+            if import_layers:
+                from layercheck.loading import TargetNotFound, resolve
+
+                try:
+                    resolve(text, base_dir=Path.cwd())
+                except TargetNotFound as exc:
+                    raise UsageError(str(exc)) from None
+                except Exception:
+                    pass  # import errors are the layer's: its run reports them (exit 1)
             specs.append(TargetSpec(layer=text, inputs=tuple(inputs), args=tuple(args), kwargs=dict(kwargs),
                                     constants=dict(constants)))
     if (inputs or constants or args or kwargs) and not layer_targets:

@@ -196,7 +196,9 @@ def relative_difference(got: torch.Tensor, expected: torch.Tensor) -> float:
 
 
 def ratio(a: float, b: float) -> float:
-    """``a / b``, with 0/0 = 0 and a/0 = inf."""
+    """``a / b``, with 0/0 = 0, a/0 = inf and inf for a NaN (a NaN difference is no agreement)."""
+    if math.isnan(a) or math.isnan(b):
+        return math.inf
     if b > 0:
         return a / b
     return 0.0 if a == 0 else math.inf
@@ -220,6 +222,20 @@ def all_finite(t: torch.Tensor) -> bool:
     if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
         return True
     return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
+
+
+def shared_nonfinite_zeroed(got: torch.Tensor, expected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``got`` and ``expected`` with the non-finite entries they share (NaN in both, or the
+    same infinity) set to 0, so that what is finite can be compared; None when their
+    non-finite entries differ in place. When ``expected`` is finite both come back as they are
+    (a non-finite ``got`` is then simply wrong)."""
+    if got.shape != expected.shape or all_finite(expected):
+        return got, expected
+    g, e = got.detach(), expected.detach()
+    shared = (g.isnan() & e.isnan()) | (g.isinf() & (g == e))
+    if bool((~torch.isfinite(g) & ~shared).any()) or bool((~torch.isfinite(e) & ~shared).any()):
+        return None
+    return g.masked_fill(shared, 0), e.masked_fill(shared, 0)
 
 
 def nonfinite(t: torch.Tensor, *, ignore: torch.Tensor | None = None) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from layercheck.errors import LoadError, did_you_mean
+from layercheck.errors import CheckTimeout, LoadError, did_you_mean
 from layercheck.subject import kind_of
 
 
@@ -106,6 +106,8 @@ def _import_file(path: Path, reference: str) -> object:
         del sys.modules[name]
         if added:
             sys.path.remove(folder)
+        if isinstance(exc, CheckTimeout):
+            raise  # the runner's time limit, not the module's failure
         raise LoadError(f"{reference}: importing {path.name} raised {_describe(exc, path)}") from None
     return module
 
@@ -117,6 +119,8 @@ def _import_module(name: str, reference: str) -> object:
         if exc.name and name.startswith(exc.name):
             raise TargetNotFound(f"{reference}: no module named {exc.name!r}") from None
         raise LoadError(f"{reference}: importing {name} raised {_describe(exc)}") from None
+    except CheckTimeout:
+        raise  # the runner's time limit, not the module's failure
     except BaseException as exc:
         raise LoadError(f"{reference}: importing {name} raised {_describe(exc)}") from None
 

@@ -99,6 +99,17 @@ def modules_only(reason: str) -> Applies:
     return applies
 
 
+def needs_batch(target: Target) -> str | None:
+    """An ``applies`` rule: the check needs a B (batch) dimension, of one size in every input
+    that has one; else it is skipped saying so."""
+    sizes = {layout.size[layout.batch_dim] for layout in target.layouts if layout.batch_dim is not None}
+    if not sizes:
+        return "no input has a B (batch) dimension"
+    if len(sizes) > 1:
+        return f"the inputs' B dimensions differ in size ({', '.join(map(str, sorted(sizes)))})"
+    return None
+
+
 def selector(check_id: str, variant: str) -> str:
     """``check:variant`` (or ``check``): how ``--check`` and ``--skip`` name a result."""
     return f"{check_id}:{variant}" if variant else check_id

@@ -24,12 +24,14 @@ class ExitCode(enum.IntEnum):
 
     OK: every check passed or was skipped. INVALID_LAYER: a check failed or errored, or a
     layer could not be loaded or constructed. USAGE: the command line, a spec or a layout is
-    invalid, and nothing was checked.
+    invalid, and nothing was checked. INTERRUPTED: the user stopped the run (Ctrl-C), as a
+    shell reports a program that SIGINT ended (128 + 2).
     """
 
     OK = 0
     INVALID_LAYER = 1
     USAGE = 2
+    INTERRUPTED = 130
 
 
 def label(check_id: str, variant: str) -> str:
@@ -150,12 +152,14 @@ class RunReport:
 
 @dataclass(frozen=True)
 class Report:
-    """Every run of one invocation, plus the environment it ran in."""
+    """Every run of one invocation, plus the environment it ran in. ``interrupted``: the user
+    stopped the run (Ctrl-C); the runs are those that finished, and the one in progress."""
 
     runs: list[RunReport]
     environment: dict[str, Any]
     version: str
     seconds: float
+    interrupted: bool = False
 
     SCHEMA = "layercheck.report/1"
 
@@ -179,6 +183,8 @@ class Report:
 
     @property
     def exit_code(self) -> ExitCode:
+        if self.interrupted:
+            return ExitCode.INTERRUPTED
         if all(run.status is Status.PASSED for run in self.runs):
             return ExitCode.OK
         return ExitCode.INVALID_LAYER
@@ -193,13 +199,16 @@ class Report:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "schema": self.SCHEMA,
             "layercheck_version": self.version,
             "environment": self.environment,
             "runs": [run.to_dict() for run in self.runs],
             "summary": self.summary,
         }
+        if self.interrupted:  # only then: the schema of a complete report is unchanged
+            data["interrupted"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
@@ -210,6 +219,7 @@ class Report:
             environment=dict(data.get("environment") or {}),
             version=data.get("layercheck_version", ""),
             seconds=float(data.get("summary", {}).get("seconds", 0.0)),
+            interrupted=bool(data.get("interrupted", False)),
         )
 
     def render(self, fmt: str) -> str:

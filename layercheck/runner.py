@@ -1,7 +1,15 @@
 """Run selected checks on targets and turn every outcome into a CheckResult.
 
 Only the runner makes results (checks return or raise), and no exception from a layer or a
-check escapes it: it becomes a ``failed`` or ``error`` result, and the next check runs.
+check escapes it: it becomes a ``failed`` or ``error`` result, and the next check runs. That
+holds for what ends a program too (``SystemExit``, other ``BaseException`` subclasses, an
+allocation beyond the memory limit); only the user's Ctrl-C stops a run in this process. Each
+check runs :func:`~layercheck.containment.contained`: global settings the layer changes are
+put back, and its warnings (and, in a worker process, its prints) go into the result.
+
+This module runs checks in the current process (the Python API, the pytest plugin,
+``--no-isolate``); :mod:`layercheck.isolation` runs them in worker processes, through
+:class:`TargetRun`, and survives what this process cannot.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from typing import Any
 
 import torch
 
-from layercheck import __version__
+from layercheck import __version__, limits
+from layercheck.containment import contained
 from layercheck.context import Context
 from layercheck.errors import (
     CheckError,
@@ -29,14 +38,14 @@ from layercheck.errors import (
     LoadError,
     UsageError,
 )
+from layercheck.frames import user_trace
 from layercheck.invocation import Invocation
+from layercheck.limits import DEFAULT_TIMEOUT
 from layercheck.loading import resolve
 from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select, selector
 from layercheck.result import CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
 from layercheck.subject import Target, accelerators
-
-DEFAULT_TIMEOUT = 300.0
 
 Progress = Callable[[str, str, int, int], None]
 """Called before each check runs: (target name, "check[variant]", index, total)."""
@@ -56,6 +65,33 @@ class Options:
     devices: tuple[str, ...] = ()
     tolerance: Mapping[str, float] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT
+    timeout_total: float | None = None  # the whole run's limit (--timeout-total)
+    max_memory: int | None = None  # bytes a worker process may allocate beyond its start (--max-memory)
+    contained: bool = False  # set in a worker process: prints are captured, a KeyboardInterrupt is the layer's
+
+
+@dataclass
+class Record:
+    """What is known of a target's checks so far: their results, the checks whose failure
+    blocks their dependents, and the facts recorded. A worker that takes over a target whose
+    worker died starts from the record its parent kept."""
+
+    results: dict[tuple[str, str], CheckResult] = field(default_factory=dict)
+    # check id -> what blocks its dependents: "failed" or "ended in an error" for a root cause,
+    # "was skipped because ROOT failed" for a check skipped because of one
+    blocked: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    kind: str | None = None  # the target's, once its layer is imported
+
+
+class Listener:
+    """Told what a run does as it does it (a worker tells its parent); here it does nothing."""
+
+    def phase(self, text: str) -> None:
+        """A step that is not a check begins: importing the layer, constructing it."""
+
+    def finished(self, key: tuple[str, str], result: CheckResult, record: Record) -> None:
+        """A check has its result (already in ``record``)."""
 
 
 def check_devices(devices: Sequence[str]) -> None:
@@ -119,18 +155,66 @@ def tolerances_of(spec: TargetSpec | None, options: Options) -> dict[tuple[str, 
     return resolved
 
 
-def run_spec(spec: TargetSpec, options: Options, progress: Progress | None = None) -> RunReport:
-    """Check one target described by a spec; a layer that cannot be loaded is an error run."""
+def run_spec(spec: TargetSpec, options: Options, progress: Progress | None = None, *, record: Record | None = None,
+             listener: Listener | None = None, deadline: float | None = None) -> RunReport:
+    """Check one target described by a spec; a layer that cannot be loaded is an error run.
+    ``record``: what an earlier worker finished (its checks are not run again)."""
     start = time.perf_counter()
     plan = plan_for(spec, options)
+    (listener or Listener()).phase("importing the layer")
     try:
-        target = make_target(spec, options)
+        target = load_target(spec, options)
     except LoadError as exc:
         where = "layer: " if spec.source is not None else ""  # the spec file is the run's name already
-        return RunReport(target=spec.name, kind=None, inputs=spec.input_dicts(),
-                         seed=seed_of(spec, options), seconds=time.perf_counter() - start, results=[],
-                         error=f"{where}{exc}")
-    return run_target(target, plan, options=options, tolerances=tolerances_of(spec, options), progress=progress)
+        return error_run(spec, options, f"{where}{exc}", seconds=time.perf_counter() - start)
+    return run_target(target, plan, options=options, tolerances=tolerances_of(spec, options), progress=progress,
+                      record=record, listener=listener, deadline=deadline)
+
+
+def load_target(spec: TargetSpec, options: Options) -> Target:
+    """Import the spec's layer, under the time limit and with global settings put back;
+    raises LoadError (TargetNotFound when the file, module or class does not exist)."""
+    try:
+        with _time_limit(options.timeout), contained(capture=options.contained, echo=True):
+            return make_target(spec, options)
+    except CheckTimeout:
+        raise LoadError(f"importing the layer ran past the time limit of {options.timeout:g} s "
+                        "(does its module hang at import?)") from None
+
+
+def error_run(spec: TargetSpec, options: Options, error: str, *, seconds: float = 0.0) -> RunReport:
+    """The run report of a target that could not be checked: why."""
+    return partial_run(spec, options, Record(), seconds=seconds, error=error)
+
+
+def partial_run(spec: TargetSpec, options: Options, record: Record, *, seconds: float,
+                error: str | None = None) -> RunReport:
+    """The run report of a target from what is known of it: the results ``record`` holds, in
+    the plan's order (and why the rest is missing, when it could not be checked to the end)."""
+    return RunReport(target=spec.name, kind=record.kind, inputs=spec.input_dicts(),
+                     seed=seed_of(spec, options), seconds=seconds,
+                     results=ordered_results(plan_for(spec, options), record.results), error=error,
+                     custom_backward=record.facts.get("custom_backward"))
+
+
+def ordered_results(plan: Sequence[Planned], results: Mapping[tuple[str, str], CheckResult]) -> list[CheckResult]:
+    """The results there are, in the order the checks are planned."""
+    keys = ((planned.info.id, variant) for planned in plan for variant in planned.variants)
+    return [results[key] for key in keys if key in results]
+
+
+def limit_of(info: CheckInfo, options: Options) -> float | None:
+    """A check's time limit in seconds: its own, else ``--timeout``; None for none."""
+    limit = info.timeout or options.timeout
+    return limit if limit and limit > 0 else None
+
+
+def timeout_message(limit: float, label_: str) -> str:
+    return f"timed out after {limit:g} s in {label_} (its time limit of {limit:g} s; does the layer hang?)"
+
+
+def total_timeout(total: float) -> str:
+    return f"the run's time limit of {total:g} s (--timeout-total) ran out"
 
 
 class TargetRun:
@@ -138,27 +222,32 @@ class TargetRun:
     record, and which of them failed in a way that leaves their dependents nothing to run."""
 
     def __init__(self, target: Target, plan: Sequence[Planned], *, options: Options = Options(),
-                 tolerances: Mapping[tuple[str, str], float] | None = None) -> None:
+                 tolerances: Mapping[tuple[str, str], float] | None = None, record: Record | None = None,
+                 listener: Listener | None = None, progress: Progress | None = None) -> None:
         self.target = target
         self.plan = list(plan)
         self.options = options
         self.tolerances = dict(tolerances) if tolerances is not None else tolerances_of(None, options)
         self.shared: dict[Any, Any] = {}
-        self.facts: dict[str, Any] = {}
-        # check id -> what blocks its dependents: "failed" or "ended in an error" for a root cause,
-        # "was skipped because ROOT failed" for a check skipped because of one
-        self.blocked: dict[str, str] = {}
+        self.record = record if record is not None else Record()
+        self.record.kind = target.kind
+        self.facts = self.record.facts
+        self.blocked = self.record.blocked
+        self.results = self.record.results
         self.setup_failure: str | None = None
-        self.results: dict[tuple[str, str], CheckResult] = {}
+        self.listener = listener or Listener()
+        self.progress = progress
         self._planned = frozenset([p.info.id for p in self.plan]
                                   + [selector(p.info.id, v) for p in self.plan for v in p.variants])
+        self._total = sum(len(p.variants) for p in self.plan)
 
     def start(self) -> str | None:
         """Construct and initialise the layer once; the run's error when that is impossible
         (the constructor raised or hung). ``initialize`` raising is the layer's failure: the
         checks that need a layer are then skipped naming it."""
+        self.listener.phase("constructing and initialising the layer")
         try:
-            with _time_limit(self.options.timeout):
+            with _time_limit(self.options.timeout), contained(capture=self.options.contained, echo=True):
                 self.target.pristine()
         except LoadError as exc:
             return str(exc)
@@ -167,7 +256,28 @@ class TargetRun:
                     "(does it hang?)")
         except LayerRaised as exc:
             self.setup_failure = f"needs initialize, which raised {type(exc.exc).__name__}: {exc.exc}"
+        except KeyboardInterrupt as exc:
+            if not self.options.contained:
+                raise  # the user's Ctrl-C
+            return f"constructing and initialising the layer: {_ended(exc)}"
+        except Exception as exc:  # not the layer's (that is a LoadError or LayerRaised): layercheck's own
+            return f"constructing and initialising the layer could not complete: {type(exc).__name__}: {exc}"
+        except BaseException as exc:  # SystemExit and its kind: the layer tried to end the program
+            return f"constructing and initialising the layer: {_ended(exc)}"
         return None
+
+    def steps(self) -> Iterator[tuple[CheckInfo, str]]:
+        """Every planned check and variant, in order."""
+        for planned in self.plan:
+            for variant in planned.variants:
+                yield planned.info, variant
+
+    def report(self, seconds: float, *, error: str | None = None) -> RunReport:
+        """The run report of what has results so far, in the plan's order."""
+        return RunReport(target=self.target.name, kind=self.target.kind,
+                         inputs=[spec.to_dict() for spec in self.target.specs], seed=self.target.seed,
+                         seconds=seconds, results=ordered_results(self.plan, self.results), error=error,
+                         custom_backward=self.facts.get("custom_backward"))
 
     def result(self, info: CheckInfo, variant: str) -> CheckResult:
         """The outcome of one check, run once: its prerequisites first (every planned variant
@@ -179,11 +289,13 @@ class TargetRun:
                 if planned.info.id in info.requires:
                     for other in planned.variants:
                         self.result(planned.info, other)
-            self.results[key] = self.run(info, variant)
+            self.run(info, variant)
         return self.results[key]
 
     def run(self, info: CheckInfo, variant: str) -> CheckResult:
         """Run one check (or skip it when a prerequisite blocks it) and remember its outcome."""
+        if self.progress is not None:
+            self.progress(self.target.name, label(info.id, variant), len(self.results), self._total)
         reason = self._gate(info)
         if reason is not None:
             root = next((req for req in info.requires if req in self.blocked), None)
@@ -191,13 +303,20 @@ class TargetRun:
                 cause = self.blocked[root]
                 self.blocked.setdefault(info.id, cause if cause.startswith("was skipped") else
                                         f"was skipped because {root} {cause}")
-            return CheckResult(info.id, variant, Status.SKIPPED, 0.0, reason)
-        ctx = Context(self.target, info, variant, invocation=self.target.invocation, tolerances=self.tolerances,
-                      devices=self.options.devices, shared=self.shared, facts=self.facts, planned=self._planned)
-        result, blocking = run_check(info, ctx, timeout=info.timeout or self.options.timeout)
-        if blocking:
-            self.blocked.setdefault(info.id, "ended in an error" if result.status is Status.ERROR else "failed")
+            result = CheckResult(info.id, variant, Status.SKIPPED, 0.0, reason)
+        else:
+            ctx = Context(self.target, info, variant, invocation=self.target.invocation, tolerances=self.tolerances,
+                          devices=self.options.devices, shared=self.shared, facts=self.facts, planned=self._planned)
+            result, blocking = run_check(info, ctx, timeout=limit_of(info, self.options), options=self.options)
+            if blocking:
+                self.block(info.id, result)
+        self.results[(info.id, variant)] = result
+        self.listener.finished((info.id, variant), result, self.record)
         return result
+
+    def block(self, check_id: str, result: CheckResult) -> None:
+        """Switch off the checks that need ``check_id``, which ended in ``result``."""
+        self.blocked.setdefault(check_id, "ended in an error" if result.status is Status.ERROR else "failed")
 
     def _gate(self, info: CheckInfo) -> str | None:
         """Why this check is skipped without running, or None."""
@@ -211,41 +330,70 @@ class TargetRun:
 
 def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Options(),
                tolerances: Mapping[tuple[str, str], float] | None = None,
-               progress: Progress | None = None) -> RunReport:
-    """Run the planned checks on one target, in order, each isolated from the others."""
+               progress: Progress | None = None, record: Record | None = None, listener: Listener | None = None,
+               deadline: float | None = None) -> RunReport:
+    """Run the planned checks on one target, in order, each isolated from the others (those
+    ``record`` holds already are not run again). Past ``deadline`` (``time.monotonic()``), the
+    next check is an error and the others do not run."""
     start = time.perf_counter()
-    inputs = [spec.to_dict() for spec in target.specs]
-    session = TargetRun(target, plan, options=options, tolerances=tolerances)
+    session = TargetRun(target, plan, options=options, tolerances=tolerances, record=record, listener=listener,
+                        progress=progress)
     error = session.start()
     if error is not None:
-        return RunReport(target=target.name, kind=target.kind, inputs=inputs, seed=target.seed,
-                         seconds=time.perf_counter() - start, results=[], error=error)
-    results: list[CheckResult] = []
-    total = sum(len(p.variants) for p in plan)
-    for planned in plan:
-        for variant in planned.variants:
-            if progress is not None:
-                progress(target.name, label(planned.info.id, variant), len(results),
-                         total)
-            results.append(session.result(planned.info, variant))
-    return RunReport(target=target.name, kind=target.kind, inputs=inputs, seed=target.seed,
-                     seconds=time.perf_counter() - start, results=results,
-                     custom_backward=session.facts.get("custom_backward"))
+        return session.report(time.perf_counter() - start, error=error)
+    for info, variant in session.steps():
+        if deadline is not None and time.monotonic() >= deadline and (info.id, variant) not in session.results:
+            assert options.timeout_total is not None
+            message = f"{total_timeout(options.timeout_total)} before {label(info.id, variant)}"
+            session.results[(info.id, variant)] = CheckResult(info.id, variant, Status.ERROR, 0.0, message)
+            break
+        session.result(info, variant)
+    return session.report(time.perf_counter() - start)
 
 
 def run(specs: Sequence[TargetSpec], options: Options, progress: Progress | None = None) -> Report:
-    """Check every target in order; one that fails to load does not stop the others."""
+    """Check every target in order, in this process; one that fails to load does not stop the
+    others. The user's Ctrl-C stops the run: the report holds the targets that finished and
+    says it was interrupted. ``--timeout-total`` is kept between checks (a check that hangs
+    is stopped by its own limit)."""
     start = time.perf_counter()
-    runs = [run_spec(spec, options, progress) for spec in specs]
-    return Report(runs=runs, environment=environment(), version=__version__, seconds=time.perf_counter() - start)
+    deadline = time.monotonic() + options.timeout_total if options.timeout_total else None
+    runs: list[RunReport] = []
+    interrupted = False
+    try:
+        for spec in specs:
+            if deadline is not None and time.monotonic() >= deadline:
+                assert options.timeout_total is not None
+                runs.append(error_run(spec, options, f"not checked: {total_timeout(options.timeout_total)} "
+                                                     "before this target started"))
+                continue
+            runs.append(run_spec(spec, options, progress, deadline=deadline))
+    except KeyboardInterrupt:
+        interrupted = True
+    return Report(runs=runs, environment=environment(), version=__version__, seconds=time.perf_counter() - start,
+                  interrupted=interrupted)
 
 
-def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None) -> tuple[CheckResult, bool]:
+def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None,
+              options: Options = Options()) -> tuple[CheckResult, bool]:
     """Call one check and capture its outcome and time as a record; the flag says whether
     the outcome blocks the checks that require this one (CheckFailed.blocking)."""
     start = time.perf_counter()
+    with contained(capture=options.contained) as effects:
+        status, message, details, blocking = _outcome(info, ctx, timeout=timeout, options=options)
+    message, details = effects.annotate(message, details)
+    if status in (Status.FAILED, Status.ERROR):
+        details.setdefault("reproduce", ctx.reproduce)
+    return (CheckResult(info.id, ctx.variant, status, time.perf_counter() - start, message, details,
+                        tuple(ctx.notes)), blocking)
+
+
+def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
+             options: Options) -> tuple[Status, str, dict[str, Any], bool]:
+    """Status, message, details and blocking flag of one call of a check."""
     details: dict[str, Any] = {}
     blocking = False
+    caught: BaseException | None = None
     try:
         with _time_limit(timeout):
             value = info.func(ctx)
@@ -255,24 +403,57 @@ def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None) ->
         elif value is not None:
             message = str(value)
     except CheckFailed as exc:
-        status, message, details, blocking = Status.FAILED, exc.message, dict(exc.details), exc.blocking
+        status, message, details, blocking, caught = Status.FAILED, exc.message, dict(exc.details), exc.blocking, exc
     except CheckSkipped as exc:
         status, message = Status.SKIPPED, str(exc)
     except LayerRaised as exc:
-        status, message, blocking = Status.FAILED, f"{exc}", True
+        status, message, blocking, caught = Status.FAILED, f"{exc}", True, exc
         details = {"phase": exc.phase, "traceback": exc.trace}
-    except (CheckTimeout, CheckError) as exc:
-        status, message, blocking = Status.ERROR, str(exc), True
-        if isinstance(exc, CheckError) and exc.__cause__ is not None:
+    except CheckTimeout:
+        assert timeout is not None
+        status, message, blocking = Status.ERROR, timeout_message(timeout, label(info.id, ctx.variant)), True
+        details = {"traceback": traceback.format_exc(limit=-8)}
+    except CheckError as exc:
+        status, message, blocking, caught = Status.ERROR, str(exc), True, exc
+        if exc.__cause__ is not None:
             details = {"traceback": "".join(traceback.format_exception(exc.__cause__, limit=-6))}
     except Exception as exc:
-        status, blocking = Status.ERROR, True
+        status, blocking, caught = Status.ERROR, True, exc
         message = f"the check could not complete: {type(exc).__name__}: {exc}"
         details = {"traceback": traceback.format_exc(limit=-6)}
-    if status in (Status.FAILED, Status.ERROR):
-        details.setdefault("reproduce", ctx.reproduce)
-    return (CheckResult(info.id, ctx.variant, status, time.perf_counter() - start, message, details,
-                        tuple(ctx.notes)), blocking)
+    except KeyboardInterrupt as exc:
+        if not options.contained:
+            raise  # the user's Ctrl-C: the run stops
+        status, blocking, message = Status.ERROR, True, f"{label(info.id, ctx.variant)}: {_ended(exc)}"
+        details = {"traceback": user_trace(exc)}
+    except BaseException as exc:  # SystemExit, GeneratorExit, a layer's own BaseException subclass
+        status, blocking, message = Status.ERROR, True, f"{label(info.id, ctx.variant)}: {_ended(exc)}"
+        details = {"traceback": user_trace(exc)}
+    oom = limits.out_of_memory(caught) if caught is not None else None
+    if oom is not None:
+        status, blocking = Status.ERROR, True
+        message = _out_of_memory_message(oom, label(info.id, ctx.variant), options)
+    return status, message, details, blocking
+
+
+def _ended(exc: BaseException) -> str:
+    """What a layer did that would end a program, for a message."""
+    if isinstance(exc, SystemExit):
+        return (f"the layer raised SystemExit({exc.code!r}) (sys.exit() or exit()), which would end the program "
+                "that trains with it")
+    if isinstance(exc, KeyboardInterrupt):
+        return ("the layer raised KeyboardInterrupt (not the user's Ctrl-C: a worker process ignores that), "
+                "which would end the program that trains with it")
+    text = f": {exc}" if str(exc) else ""
+    return (f"the layer raised {type(exc).__name__}{text}, a BaseException that is not an Exception: it passes "
+            "through `except Exception` and would end the program that trains with it")
+
+
+def _out_of_memory_message(exc: BaseException, label_: str, options: Options) -> str:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    limit = (f" beyond the memory limit of {limits.format_size(options.max_memory)} per worker (--max-memory)"
+             if options.max_memory is not None and options.contained else "")
+    return f"ran out of memory in {label_}: an allocation{limit} failed: {first}"
 
 
 @contextlib.contextmanager

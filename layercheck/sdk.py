@@ -32,6 +32,7 @@ from layercheck.compare import (
     relative_difference,
     rounding_allowance,
     scaled_allowance,
+    shared_nonfinite_zeroed,
 )
 from layercheck.context import Context
 from layercheck.errors import (
@@ -50,6 +51,7 @@ from layercheck.registry import (
     Tolerance,
     check,
     modules_only,
+    needs_batch,
     selector,
 )
 from layercheck.result import label
@@ -79,6 +81,7 @@ from layercheck.subject import (
     Subject,
     Target,
     accelerators,
+    custom_functions,
     seeded,
     tensors_in,
 )
@@ -114,6 +117,7 @@ __all__ = [
     "check",
     "comparable",
     "cotangents",
+    "custom_functions",
     "describe_shapes",
     "dtype_name",
     "failing",
@@ -128,6 +132,7 @@ __all__ = [
     "layer_failure",
     "mismatch",
     "modules_only",
+    "needs_batch",
     "nonfinite",
     "output_names",
     "path_allowance",
@@ -145,6 +150,7 @@ __all__ = [
     "scaled_allowance",
     "seeded",
     "selector",
+    "shared_nonfinite_zeroed",
     "spread",
     "tensors_in",
     "user_frame",

@@ -93,6 +93,8 @@ def load_spec(path: Path) -> TargetSpec:
         raise SpecError(f"{path}: no such spec file") from None
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start}); a spec is a YAML file") from None
     try:
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
@@ -139,8 +141,8 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
     skip = _id_list(checks, "skip", where)
     enable = _id_list(checks, "enable", where)
     seed = _expect(data, "seed", int, where, "an integer", default=None)
-    if seed is not None and seed < 0:
-        raise SpecError(f"{where}: seed: {seed} must be a non-negative integer")
+    if seed is not None and not 0 <= seed < 2**32:  # seeds derived from it must fit torch's 64 bits
+        raise SpecError(f"{where}: seed: {seed} must be an integer from 0 to {2**32 - 1}")
     tolerance = parse_tolerance(
         _expect(data, "tolerance", dict, where, "a mapping dtype -> tolerance", default={}),
         f"{where}: tolerance",

@@ -614,6 +614,16 @@ def custom_backward_nodes(outputs: Sequence[torch.Tensor], limit: int = 100_000)
     return names
 
 
+def custom_functions(outputs: Sequence[torch.Tensor], limit: int = 100_000) -> list[type[torch.autograd.Function]]:
+    """The user's ``autograd.Function`` classes in the outputs' graph (torch's own excluded)."""
+    classes: list[type[torch.autograd.Function]] = []
+    for node in backward_nodes(outputs, limit):
+        cls = getattr(type(node), "_forward_cls", None)
+        if cls is not None and not cls.__module__.startswith("torch") and cls not in classes:
+            classes.append(cls)
+    return classes
+
+
 def accelerators() -> tuple[str, ...]:
     """The accelerators present: ``cuda:N`` for each CUDA device, then ``mps``."""
     found = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []

@@ -1,206 +1,279 @@
-"""Checking targets in parallel worker processes (``layercheck run --jobs N``).
+"""Worker processes: where a layer is checked, apart from the run that reports on it.
 
-``jobs`` worker processes each take the next waiting target, check it and send its run
-report back through a pipe; the report lists the runs in the order given, exactly as a
-serial run would. A worker checks one target after another, as a serial run does in one
-process, so torch's first-call costs are paid once per worker, not once per target.
-Workers come from a fork server that has imported torch once (or are spawned where there
-is no fork server): forking a process that already runs torch's thread pools can
-deadlock, a fork server's clean process cannot. A worker that dies (a segfault in a
-native kernel, ``os._exit`` in the layer) costs only the target it was checking, which
-becomes an error run naming the check it was running; a new worker takes its place.
+A worker is a fork of a fork server that imported torch, layercheck and its checks once
+(:func:`layercheck.launch.context`; spawned where there is no fork server): forking a
+process that already runs torch's thread pools can deadlock, a fork server's clean process
+cannot, and each worker costs a fork instead of an import of torch. A worker checks one
+target at a time, one check at a time, telling its parent which check starts and how each
+ended, so that when the process ends — a segfault, ``os._exit``, a kill — the parent knows
+which check it was and can let a fresh worker run the remaining ones
+(:mod:`layercheck.isolation`).
+
+A worker:
+
+- ignores SIGINT (the user's Ctrl-C is its parent's to handle, and a KeyboardInterrupt in a
+  worker is then always the layer's), leads its own process group (so that its parent can
+  kill whatever the layer started) and dies with its fork server, hence with the run;
+- computes with torch's default number of threads in a serial run, and with its share of
+  the CPUs (``cpus // jobs``, at least one) beside others: ``jobs`` workers each running as
+  many threads as there are CPUs fight over them, which made ``--jobs 2`` slower than a
+  serial run on two CPUs (benchmarks/startup.py). Layers whose tensors are below torch's
+  parallel grain (32768 elements) compute the very same numbers either way; larger ones may
+  differ in the last bits of a sum, far inside every tolerance;
+- sends its stdout to stderr outside checks, and captures both during a check into a file
+  its parent names (the parent reads it when the worker dies in the middle of a check);
+- writes the Python stack of every thread there on SIGUSR1 and on a fatal signal
+  (faulthandler), which says where a layer hung or crashed;
+- runs under the memory limit (:func:`layercheck.limits.limit_worker_memory`).
+
+Messages, parent to worker: ``("check", spec, record)`` (check a target, ``record`` holding
+what an earlier worker finished), ``("load", spec, None)`` (only import the layer), ``None``
+(exit). Worker to parent: ``("phase", text)``, ``("start", (target, label, index, total))``,
+``("done", key, result, blocked, facts, kind)``, ``("report", run, healthy)``,
+``("loaded", outcome)``, ``("crash", traceback)``.
 """
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
+import faulthandler
+import io
 import json
-import multiprocessing
 import os
+import pickle
+import re
 import signal
+import threading
 import time
 import traceback
-from collections.abc import Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
 
-from layercheck import __version__, runner
-from layercheck.result import Report, RunReport
+from layercheck import runner
+from layercheck.containment import capture_into, read_capture
+from layercheck.errors import LoadError
+from layercheck.limits import limit_worker_memory
+from layercheck.loading import TargetNotFound
+from layercheck.result import CheckResult, RunReport
 from layercheck.spec import TargetSpec
 
-
-def run_parallel(specs: Sequence[TargetSpec], options: runner.Options, *, jobs: int,
-                 progress: runner.Progress | None = None) -> Report:
-    """Check every target, ``jobs`` at a time in worker processes; same report as :func:`runner.run`."""
-    if jobs <= 1 or len(specs) <= 1:
-        return runner.run(specs, options, progress=progress)
-    start = time.perf_counter()
-    context = _context()
-    jobs = min(jobs, len(specs))
-    # Share the cores: N workers each using every core would slow all of them down.
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    runs: list[RunReport | None] = [None] * len(specs)
-    waiting = list(enumerate(specs))
-    workers: list[_Worker] = []
-    try:
-        while waiting or any(w.busy for w in workers):
-            workers = [w for w in workers if w.alive]
-            while len(workers) < min(jobs, len(waiting) + sum(w.busy for w in workers)):
-                workers.append(_Worker.start(context, options, threads))
-            for worker in workers:
-                if not worker.busy and worker.alive and waiting:
-                    failed = worker.give(*waiting.pop(0))
-                    if failed is not None:  # it died before taking the target (it could not start)
-                        runs[failed[0]] = failed[1]
-            if not any(w.busy for w in workers):
-                continue
-            for conn in wait([w.conn for w in workers if w.busy]):
-                worker = next(w for w in workers if w.conn is conn)
-                done = worker.receive(progress)
-                if done is not None:
-                    runs[done[0]] = done[1]
-        for worker in workers:
-            worker.stop()
-    finally:
-        for worker in workers:
-            worker.kill()
-    finished = [run for run in runs if run is not None]
-    assert len(finished) == len(specs)
-    return Report(runs=finished, environment=runner.environment(), version=__version__,
-                  seconds=time.perf_counter() - start)
+# How long a worker asked to stop, or killed, is waited for.
+JOIN_SECONDS = 5.0
 
 
-@dataclass
-class _Worker:
-    """One worker process, the parent's end of its pipe, and the target it is checking."""
+@dataclass(eq=False)  # a handle is a key: the same process, not equal fields
+class Worker:
+    """The parent's handle on one worker process and its pipe."""
 
     process: Any
     conn: Connection
-    seed: int | None  # the command line's --seed, which overrides the spec's
-    alive: bool = True
-    index: int | None = None  # position of the target it is checking, None when idle
-    spec: TargetSpec | None = None
-    started: float = 0.0
-    current: str | None = None  # the check it last reported starting
+    capture: str  # the file the worker captures a check's output into
 
     @classmethod
-    def start(cls, context: Any, options: runner.Options, threads: int) -> _Worker:
+    def start(cls, context: Any, options: runner.Options, capture: str, *, threads: int | None = None) -> Worker:
+        """A new worker; ``threads``: torch's thread count there (None: torch's default)."""
         mine, theirs = context.Pipe()
-        process = context.Process(target=_serve, args=(theirs, options, threads), daemon=True,
-                                  name="layercheck-worker")
+        process = context.Process(target=_serve, args=(theirs, options, dict(os.environ), capture, threads),
+                                  daemon=True, name="layercheck-worker")
         process.start()
         theirs.close()  # the child holds the only other end now: its exit means EOF here
-        return cls(process, mine, options.seed)
+        return cls(process, mine, capture)
 
     @property
-    def busy(self) -> bool:
-        return self.index is not None
+    def pid(self) -> int:
+        return int(self.process.pid)
 
-    def give(self, index: int, spec: TargetSpec) -> tuple[int, RunReport] | None:
-        """Hand the worker a target; when it is no longer there to take it, the target's error run."""
-        self.index, self.spec, self.current, self.started = index, spec, None, time.perf_counter()
+    def send(self, message: Any) -> bool:
+        """Send a request; False when the worker is no longer there to take it."""
         try:
-            self.conn.send(spec)
-        except OSError:
-            return self._finish("died", None)
-        return None
+            self.conn.send(message)
+        except (OSError, ValueError):
+            return False
+        return True
 
-    def receive(self, progress: runner.Progress | None) -> tuple[int, RunReport] | None:
-        """Handle one message; the finished (index, run) when the target is done, else None."""
-        assert self.index is not None
+    def receive(self) -> Any:
+        """The next message, or None when the worker ended without sending one."""
         try:
-            kind, payload = self.conn.recv()
-        except (EOFError, OSError):  # the process ended without sending its report
-            kind, payload = "died", None
-        if kind == "progress":
-            self.current = payload[1]
-            if progress is not None:
-                progress(*payload)
+            return self.conn.recv()
+        except (EOFError, OSError):
             return None
-        return self._finish(kind, payload)
 
-    def _finish(self, kind: str, payload: Any) -> tuple[int, RunReport]:
-        assert self.index is not None
-        index, run = self.index, payload if kind == "result" else self._error_run(kind, payload)
-        self.index = self.spec = None
-        if kind != "result":
-            self.kill()
-        return index, run
+    def exit_description(self) -> str:
+        """How the process ended, once it has: ``was killed by signal SIGSEGV (...)``."""
+        self.process.join(timeout=JOIN_SECONDS)
+        return describe_exit(self.process.exitcode)
 
-    def _error_run(self, kind: str, payload: Any) -> RunReport:
-        """The run report of a target whose worker crashed or died while checking it."""
-        assert self.spec is not None
-        during = f" while running {self.current}" if self.current else ""
-        if kind == "crash":
-            reason = f"the worker process checking this target failed{during}:\n{payload}"
-        else:
-            self.process.join(timeout=5)
-            reason = (f"the worker process checking this target {_describe_exit(self.process.exitcode)}{during}; "
-                      "run this target without --jobs to see more")
-        seed = self.seed if self.seed is not None else (self.spec.seed or 0)
-        return RunReport(target=self.spec.name, kind=None, inputs=[layout.to_dict() for layout in self.spec.layouts],
-                         seed=seed, seconds=time.perf_counter() - self.started, results=[], error=reason)
+    def output(self) -> str:
+        """What the worker wrote during its last check (its stacks, when it crashed or was stopped)."""
+        return _without_addresses(read_capture(self.capture))
+
+    def dump_stacks(self) -> None:
+        """Have the worker write where every thread is (faulthandler), before it is killed."""
+        try:
+            os.kill(self.pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.2)  # the dump is written by a C signal handler: at once, even in native code
 
     def stop(self) -> None:
-        """Ask an idle worker to exit, and wait for it."""
-        if self.alive:
-            try:
-                self.conn.send(None)
-            except OSError:
-                pass
-            self.process.join(timeout=5)
+        """Ask the worker to exit and wait for it; kill it when it does not."""
+        if self.process.is_alive() and self.send(None):
+            self.process.join(timeout=JOIN_SECONDS)
         self.kill()
 
     def kill(self) -> None:
-        if self.process.is_alive():
-            self.process.kill()
+        """Kill the worker and its process group (anything the layer started), and reap it."""
+        for kill, target in ((os.killpg, self.pid), (os.kill, self.pid)):
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue
         self.process.join()
         self.conn.close()
-        self.alive = False
 
 
-def _serve(conn: Connection, options: runner.Options, threads: int) -> None:
-    """Worker process: check the targets it is given, one at a time, until told to stop."""
-    torch.set_num_threads(threads)
-
-    def report_progress(target: str, check: str, index: int, total: int) -> None:
-        conn.send(("progress", (target, check, index, total)))
-
-    while True:
-        try:
-            spec = conn.recv()
-        except EOFError:  # the parent is gone
-            return
-        if spec is None:
-            return
-        try:
-            run = runner.run_spec(spec, options, progress=report_progress)
-        except BaseException:
-            conn.send(("crash", traceback.format_exc(limit=-8)))
-            return
-        try:
-            conn.send(("result", run))
-        except Exception:  # a detail that cannot be pickled: send what the JSON report would hold
-            conn.send(("result", RunReport.from_dict(json.loads(json.dumps(run.to_dict(), default=str)))))
-
-
-def _context() -> Any:
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        # The server imports torch and layercheck once; each worker is a cheap fork of it.
-        context.set_forkserver_preload(["layercheck.workers"])
-        return context
-    return multiprocessing.get_context("spawn")
-
-
-def _describe_exit(code: int | None) -> str:
+def describe_exit(code: int | None) -> str:
+    """How a process ended, for a message."""
     if code is None:
         return "stopped answering"
     if code < 0:
         try:
-            return f"was killed by signal {signal.Signals(-code).name}"
+            name = signal.Signals(-code).name
         except ValueError:
             return f"was killed by signal {-code}"
-    return f"exited with status {code} before reporting"
+        return f"was killed by signal {name}{_SIGNALS.get(name, '')}"
+    return f"exited with status {code} before reporting (os._exit(), or exit() in native code)"
+
+
+_SIGNALS = {
+    "SIGSEGV": " (a segmentation fault: native code touched memory it does not own)",
+    "SIGBUS": " (a bus error: native code touched memory it does not own)",
+    "SIGKILL": " (the kernel's out-of-memory killer, or a kill -9)",
+    "SIGABRT": " (an abort: a failed assertion or an uncaught C++ exception in native code)",
+    "SIGFPE": " (an arithmetic fault in native code, e.g. an integer division by zero)",
+    "SIGILL": " (an illegal instruction: native code built for another processor)",
+}
+
+
+def _without_addresses(text: str) -> str:
+    """faulthandler names threads by address; without it, two runs write the same text."""
+    return re.sub(r"(?m)^(Current thread|Thread) 0x[0-9a-f]+", r"\1", text)
+
+
+# -- the worker's side ----------------------------------------------------------------------------
+
+
+def _serve(conn: Connection, options: runner.Options, environ: dict[str, str], capture: str,
+           threads: int | None = None) -> None:
+    """Worker process: check the targets it is given, one at a time, until told to stop."""
+    _become_worker(environ, capture)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    limit_worker_memory(options.max_memory)
+    options = dataclasses.replace(options, contained=True)
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            return
+        if request is None:
+            return
+        kind, spec, record = request
+        try:
+            if kind == "load":
+                _send(conn, ("loaded", _load(spec, options)))
+                continue
+            run = runner.run_spec(spec, options, progress=lambda *payload: _send(conn, ("start", payload)),
+                                  record=record, listener=_Messages(conn))
+            # A thread the layer started would go on running beside the next target.
+            _send(conn, ("report", run, threading.active_count() == 1))
+        except BaseException:
+            _send(conn, ("crash", traceback.format_exc(limit=-8)))
+            return
+
+
+def _become_worker(environ: dict[str, str], capture: str) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    _die_with_parent()
+    if environ != dict(os.environ):  # the fork server's environment is the one it started with
+        os.environ.clear()
+        os.environ.update(environ)
+    os.dup2(2, 1)  # what a layer prints outside a check (at import) must not reach a report on stdout
+    capture_into(capture)
+    faulthandler.enable(all_threads=True)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when its parent (the fork server, which ends with
+    the run) ends, so that no worker outlives a run that was killed."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _load(spec: TargetSpec, options: runner.Options) -> tuple[str, str | None]:
+    """Import a layer named on the command line: ("missing", why) when it does not exist (a
+    usage error), ("failed", the run's error) when it cannot be imported, ("loaded", None)."""
+    try:
+        runner.load_target(spec, options)
+    except TargetNotFound as exc:
+        return "missing", str(exc)
+    except LoadError as exc:
+        return "failed", str(exc)
+    return "loaded", None
+
+
+class _Messages(runner.Listener):
+    """Tells the parent what the run does."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def phase(self, text: str) -> None:
+        _send(self.conn, ("phase", text))
+
+    def finished(self, key: tuple[str, str], result: CheckResult, record: runner.Record) -> None:
+        _send(self.conn, ("done", key, result, record.blocked.get(key[0]), dict(record.facts), record.kind))
+
+
+def _send(conn: Connection, message: tuple[Any, ...]) -> None:
+    try:
+        _ParentCanRead(io.BytesIO(pickle.dumps(message))).load()
+    except Exception:  # a detail that cannot be pickled, or that the parent could not unpickle
+        message = tuple(_plain(part) for part in message)  # what the JSON report would hold
+    conn.send(message)
+
+
+class _ParentCanRead(pickle.Unpickler):
+    """Unpickles only what the parent can import: not the classes of a layer's module, which
+    only workers import (a detail holding an instance of one would fail there)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module.partition(".")[0] not in _PARENT_MODULES:
+            raise pickle.UnpicklingError(f"{module}.{name} may not be importable in the parent")
+        return super().find_class(module, name)
+
+
+_PARENT_MODULES = frozenset({"builtins", "copyreg", "collections", "_codecs", "enum", "pathlib", "numpy", "torch",
+                             "layercheck"})
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, CheckResult):
+        return CheckResult.from_dict(json.loads(json.dumps(value.to_dict(), default=str)))
+    if isinstance(value, RunReport):
+        return RunReport.from_dict(json.loads(json.dumps(value.to_dict(), default=str)))
+    if isinstance(value, dict):
+        return json.loads(json.dumps(value, default=str))
+    return value

@@ -37,12 +37,23 @@ def _broadcastable(param: Tensor, ndim: int, channel_dim: int | None) -> Tensor:
 
 
 class _PReLUFunction(torch.autograd.Function):
-    """``where(x > 0, x, slope * x)``; the slope broadcasts against ``x``."""
+    """``where(x > 0, x, slope * x)``; the slope broadcasts against ``x``.
+
+    ``forward`` takes no ``ctx`` and ``setup_context`` saves what the derivatives need, so
+    torch.func (``vmap``, ``grad``) can run it with a generated vmap rule; ``jvp`` gives
+    forward-mode derivatives.
+    """
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, slope: Tensor) -> Tensor:
-        ctx.save_for_backward(x, slope)
+    def forward(x: Tensor, slope: Tensor) -> Tensor:
         return torch.where(x > 0, x, x * slope)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Tensor, Tensor], output: Tensor) -> None:
+        ctx.save_for_backward(*inputs)
+        ctx.save_for_forward(*inputs)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
@@ -54,6 +65,14 @@ class _PReLUFunction(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             grad_slope = _sum_to(torch.where(positive, 0.0, grad * x), slope.shape)
         return grad_x, grad_slope
+
+    @staticmethod
+    def jvp(ctx: Any, x_t: Tensor | None, slope_t: Tensor | None) -> Tensor:
+        """The output's tangent for the inputs' tangents (None: that input has none)."""
+        x, slope = ctx.saved_tensors
+        x_t = torch.zeros_like(x) if x_t is None else x_t
+        slope_t = torch.zeros_like(slope) if slope_t is None else slope_t
+        return torch.where(x > 0, x_t, slope * x_t + x * slope_t)
 
 
 class PReLU(nn.Module):

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from layercheck.inputs import looks_like_input, parse_input
+from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.registry import select
 from layercheck.result import RunReport
 from layercheck.runner import Options, run_target
@@ -33,9 +33,9 @@ def load_zoo(name: str) -> ModuleType:
     return module
 
 
-def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = (), seed: int = 0) -> RunReport:
-    """Run the default checks (or ``only`` these) on one zoo layer."""
-    module = load_zoo(name)
+def zoo_inputs(module: ModuleType) -> tuple[list[InputSpec], dict[str, object]]:
+    """A zoo layer's tensor inputs (its LAYOUTS, then the CALL_KWARGS that read as inputs)
+    and the plain keyword values of its call."""
     inputs = [parse_input(text) for text in module.LAYOUTS]
     constants = {}
     for key, value in getattr(module, "CALL_KWARGS", {}).items():
@@ -43,6 +43,13 @@ def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = 
             inputs.append(parse_input(value, name=key))
         else:
             constants[key] = value
+    return inputs, constants
+
+
+def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = (), seed: int = 0) -> RunReport:
+    """Run the default checks (or ``only`` these) on one zoo layer."""
+    module = load_zoo(name)
+    inputs, constants = zoo_inputs(module)
     target = Target(
         module.LAYER,
         inputs,

@@ -19,11 +19,12 @@ from torch.testing._internal.autograd_function_db import autograd_function_db
 # name -> (checks that must fail, why)
 FINDINGS: dict[str, tuple[set[str], str]] = {
     "NumpyCubeNotComposableAutogradFunction": (
-        {"gradients"}, "backward ignores grad_output: it returns 3x² whatever gradient comes in"),
+        {"gradients", "grad_output"}, "backward ignores grad_output: it returns 3x² whatever gradient comes in"),
     "NumpySortAutogradFunction": (
         {"gradients"}, "forward returns its input unsorted, backward permutes the gradient as if it had sorted"),
     "CubeGenVmapAutogradFunction": (
-        {"gradients"}, "backward adds 6·dinput where 6·grad_saved·input belongs (misuses the second gradient)"),
+        {"gradients", "grad_output"},
+        "backward adds 6·dinput where 6·grad_saved·input belongs (misuses the second gradient: not linear in it)"),
     "ScaleGradGenVmapAutogradFunction": (
         {"gradients"}, "backward scales the gradient of an identity by 3.14 (a fixture for vmap, wrong on purpose)"),
     "ZeroGradientsGenVmapAutogradFunction": (
@@ -59,7 +60,9 @@ def test_pytorchs_own_autograd_functions_are_judged_right(name: str, op: Any, sa
         pytest.skip(NOT_EXPRESSIBLE[name])
     template = [None if isinstance(a, torch.Tensor) else a for a in arguments]
     layouts = [f"{','.join(map(str, a.shape))}:{'U' * a.dim()}" for a in arguments if isinstance(a, torch.Tensor)]
-    report = layercheck.check_layer(_Sample(op.op, template, sample.kwargs), *layouts)
+    # copy judges the wrapper, which holds torch's op, often a lambda that cannot be pickled; the
+    # Function itself has nothing to copy (copy skips operations)
+    report = layercheck.check_layer(_Sample(op.op, template, sample.kwargs), *layouts, skip=["copy"])
     assert report.runs[0].error is None, report.runs[0].error
     failed = {r.check for r in report.results if r.status.value in ("failed", "error")}
     expected, why = FINDINGS.get(name, (set(), "correct"))

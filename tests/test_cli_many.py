@@ -84,15 +84,21 @@ def test_jobs_gives_the_verdicts_of_a_serial_run(specs: dict[str, Path]) -> None
     assert [run["custom_backward"] for run in parallel["runs"]] == [run["custom_backward"] for run in serial["runs"]]
 
 
-def test_a_worker_that_dies_costs_only_its_own_target(specs: dict[str, Path], tmp_path: Path) -> None:
+def test_a_worker_that_dies_costs_only_its_own_check(specs: dict[str, Path], tmp_path: Path) -> None:
     (tmp_path / "dies.py").write_text(DIES)
     dies = write_spec(tmp_path, "dies.yaml", "dies.py:Layer", "4,3:BC")
-    code, data = run_json(str(dies), str(specs["prelu"]), "--jobs", "2", "--check", "predict_runs")
+    code, data = run_json(str(dies), str(specs["prelu"]), "--jobs", "2", "--check", "predict_runs",
+                          "--check", "forward_runs")
     assert code == 1
     dead, good = data["runs"]
-    assert dead["status"] == "error" and dead["target"] == str(dies)
-    assert "exited with status 3" in dead["error"] and "while running predict_runs" in dead["error"]
-    assert good["status"] == "passed" and good["results"][-1]["check"] == "predict_runs"
+    assert dead["status"] == "error" and dead["target"] == str(dies) and dead["error"] is None
+    signatures, crashed, after = dead["results"]
+    assert signatures["check"] == "signatures" and signatures["status"] == "passed"
+    assert crashed["check"] == "predict_runs" and crashed["status"] == "error"
+    assert "exited with status 3" in crashed["message"] and "while running predict_runs" in crashed["message"]
+    assert after["check"] == "forward_runs" and after["status"] == "passed"  # in a fresh worker
+    assert good["status"] == "passed"
+    assert [r["check"] for r in good["results"]] == ["signatures", "predict_runs", "forward_runs"]
 
 
 def test_jobs_zero_means_one_per_cpu(specs: dict[str, Path]) -> None:

@@ -65,7 +65,8 @@ def test_export_and_compile_are_opt_in_and_name_their_matlab_counterparts() -> N
 @pytest.mark.slow
 def test_bundled_srelu_module_and_operation_export_and_compile(tmp_path: Path) -> None:
     """SReLU's forward calls an autograd.Function with a hand-written backward: non-strict
-    export traces through its forward, TorchDynamo through forward and backward."""
+    export traces through its forward; TorchDynamo runs it in eager behind one graph break,
+    because it defines a jvp (for forward mode), which dynamo does not trace in torch 2.13."""
     small = "4,3,5:BCU"
     module = write_spec(tmp_path, "srelu.yaml", f"{LAYERS / 'srelu.py'}:SReLU", small)
     operation = write_spec(tmp_path, "function.yaml", f"{LAYERS / 'srelu_function.py'}:SReLUFunction",
@@ -76,7 +77,7 @@ def test_bundled_srelu_module_and_operation_export_and_compile(tmp_path: Path) -
         assert results["export"]["status"] == "passed", results["export"]
         assert "non-strict" in results["export"]["message"]
         assert results["compile"]["status"] == "passed", results["compile"]
-        assert results["compile"]["details"]["graph_breaks"] == {}
+        assert set(results["compile"]["details"]["graph_breaks"]) <= {"Unsupported custom jvp"}
         # x and the four parameters (module) or the four parameter inputs (operation)
         assert "5 gradient(s)" in results["compile"]["message"]
     assert [entry["kind"] for entry in report["runs"]] == ["module", "function"]

@@ -361,9 +361,11 @@ def test_catalogue_lists_the_contract_checks_with_matlab_counterparts(monkeypatc
 @pytest.mark.slow
 def test_benchmark_prints_the_ratio() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--layout", "4,4,3,6:SSCB",
-                           "--repeat", "1", "--threads", "1"], capture_output=True, text=True, timeout=120)
+                           "--repeat", "1", "--threads", "1", "--cpu-time"],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     summary = [line for line in done.stdout.splitlines() if line.startswith("whole suite: ")]
     assert summary and "x one float64 forward+backward (median of 1; range" in summary[0]
     assert summary[0].endswith("target <= 25)")
     assert "noncontiguous" in done.stdout and "runner overhead" in done.stdout and "first (cold) run" in done.stdout
+    assert "1 repetitions, CPU time" in done.stdout and "grad_output" in done.stdout

@@ -4,6 +4,7 @@ that lead with what to fix, skips that never point at a check that did not run."
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -236,3 +237,51 @@ def test_the_catalogue_breaks_no_word_and_fits_the_terminal(columns: int) -> Non
     assert max(len(line.rstrip()) for line in doc.stdout.splitlines()) <= columns
     assert "gradientsAreNumericallyCorrect" in doc.stdout.split()
     assert "analytic gradients of inputs and parameters agree" in " ".join(doc.stdout.split())
+
+
+# -- the command line's manners ----------------------------------------------------------------
+
+
+def test_version_short_help_and_completion() -> None:
+    version = cli.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.stdout.startswith("layercheck 0.") and "torch" in version.stdout
+    short = cli.invoke(app, ["run", "-h"], env={"COLUMNS": "100"})
+    assert short.exit_code == 0 and "--layout" in short.stdout
+    assert "--install-completion" in cli.invoke(app, ["--help"]).stdout
+
+
+@pytest.mark.parametrize("command", [["run"], ["checks"], ["init"], []])
+def test_help_shows_readable_placeholders(command: list[str]) -> None:
+    result = cli.invoke(app, [*command, "--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0
+    assert not re.search(r"<(list|int|float|str|file|path)\b", result.stdout), result.stdout
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["run", "--bogus"], "No such option: --bogus"),
+    (["run", "specs", "--seed", "-1"], "Invalid value for '--seed'"),
+    (["run", "specs", "--seed", str(2**32)], "Invalid value for '--seed'"),
+    (["run", "specs", "--jobs", "x"], "Invalid value for '--jobs'"),
+    (["run"], "Missing argument"),
+    (["frobnicate"], "No such command"),
+    (["run", "specs", "--check", "gradiens"], "unknown check id 'gradiens'; did you mean 'gradients'?"),
+])
+def test_every_usage_error_is_one_line_in_one_style(args: list[str], says: str) -> None:
+    result = cli.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("layercheck: error: ") and says in lines[0], result.stderr
+    assert "Traceback" not in result.output and "Usage:" not in result.output
+
+
+def test_help_checks_and_usage_errors_do_not_import_torch(root: Path) -> None:
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom layercheck.cli import app\n"
+             "try:\n    app(sys.argv[1:], prog_name='layercheck')\nexcept SystemExit:\n    pass\n"
+             "print('torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr)\n")
+    for args in (["--help"], ["checks"], ["checks", "gradiens"], ["run", "specs", "--check", "gradiens"],
+                 ["run", "nowhere.yaml"], ["run", "layers/prelu.py", "--layout", "4,3:XX"]):
+        done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=root)
+        assert done.stderr.strip().endswith("no torch"), (args, done.stderr)

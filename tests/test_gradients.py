@@ -253,3 +253,50 @@ def test_a_float32_island_with_a_wrong_backward_is_caught_at_float32_precision()
     status, message, details = found["gradients[float64]"]
     assert status == "failed" and "input 0" in message
     assert details["precision"] == "float32" and details["step"] > 1e-3
+
+
+class _RootOfScaled(nn.Module):
+    """Correct: sqrt(w·x), NaN (value and gradients) wherever w·x < 0, as torch.sqrt is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor(1.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.w * x).sqrt()
+
+
+class _NanWhenFrozenFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):  # type: ignore[no-untyped-def, override]
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[no-untyped-def, override]
+        x, w = ctx.saved_tensors
+        # the bug: with w frozen, the gradient of x is built from a buffer left unfilled
+        scale = w.expand_as(x) if ctx.needs_input_grad[1] else torch.full_like(x, float("nan"))
+        return grad * scale, (grad * x).sum().reshape(w.shape) if ctx.needs_input_grad[1] else None
+
+
+class _NanWhenFrozen(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor([1.5]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _NanWhenFrozenFunction.apply(x, self.w)
+
+
+def test_needs_input_grad_leaves_nan_gradients_to_finite_but_catches_nan_from_freezing() -> None:
+    """NaN gradients the layer gives with every tensor requiring grad are finite's finding, not
+    a difference (module_db's MultiheadAttention with a fully masked query got a false alarm);
+    a gradient that turns NaN only when another tensor is frozen is a bug."""
+    found = results(run(_RootOfScaled, "4,3:BC", only=("finite", *GRADIENT_CHECKS)))
+    assert found["finite"][0] == "failed"
+    assert found["needs_input_grad"][0] == "passed", found["needs_input_grad"][1]
+    found = results(run(_NanWhenFrozen, "4,3:BC"))
+    status, message, details = found["needs_input_grad"]
+    assert status == "failed" and "the gradient of input 0 differs" in message, message
+    assert details["relative_difference"] == float("inf")

@@ -23,3 +23,24 @@ def test_quick_start_holds_the_install_and_test_commands(root: Path) -> None:
     assert "pip install" in commands[0] and "layercheck run specs" in commands[0]
     assert commands[1] == "python -m pytest -q"
     assert "python -m pytest -q" in (root / ".ci" / "run").read_text().replace('"$PYTHON"', "python")
+
+
+def test_the_screens_in_the_readme_are_what_the_terminal_shows(root: Path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from layercheck.cli import app
+
+    monkeypatch.chdir(root)
+    text = (root / "README.md").read_text()
+    screens = re.findall(r"<!-- screen: layercheck (.*?) \((\d+) columns\) -->\n```\n(.*?)```", text, flags=re.S)
+    assert len(screens) == 2
+    for command, columns, shown in screens:
+        result = CliRunner().invoke(app, command.split(), env={"COLUMNS": columns})
+        assert result.exit_code in (0, 1), result.output
+        real = "\n".join(line.rstrip() for line in result.stdout.splitlines())
+        assert _untimed(real) == _untimed(shown.rstrip("\n")), real
+        assert max(len(line) for line in shown.splitlines() if "reproduce:" not in line) <= int(columns)
+
+
+def _untimed(screen: str) -> str:
+    return re.sub(r"\(\d+\.\ds\)|in \d+\.\d\d s", "(time)", screen)

@@ -4,7 +4,9 @@ corrupts the training step of everything that shares them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import inspect
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,19 +15,25 @@ import torch
 from layercheck.sdk import (
     EXACT,
     FORWARD,
+    Allowance,
     CheckFailed,
     CheckSkipped,
     Context,
+    LayerRaised,
     Outputs,
     Subject,
     assert_close,
     check,
     cotangents,
+    custom_functions,
     failing,
+    largest,
     mismatch,
     path_allowance,
     path_tolerances,
+    reference_forward,
     seeded,
+    user_trace,
 )
 from layercheck.subject import backpropagate, backward_nodes
 
@@ -72,16 +80,28 @@ def _saved(node: Any) -> Sequence[torch.Tensor]:
 
 def _backward(run: _Pass, *, retain: bool) -> list[torch.Tensor | None]:
     leaves = [*run.inputs, *(p for _, p in run.subject.parameters())]
+    if retain:
+        return _backward_again(run.subject, run.outputs, run.cotangents, leaves)
     with seeded(run.subject.target.seed), failing("in backward"):
-        if retain:
-            for leaf in leaves:
-                leaf.grad = None
-            torch.autograd.backward(run.outputs, run.cotangents, retain_graph=True)
-            grads = [None if leaf.grad is None else leaf.grad.detach().clone() for leaf in leaves]
-            for leaf in leaves:
-                leaf.grad = None
-            return grads
         return backpropagate(list(zip(run.outputs, run.cotangents)), leaves)
+
+
+def _backward_again(subject: Subject, outputs: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor],
+                    leaves: Sequence[torch.Tensor], *, what: str = "in backward", hint: str = "",
+                    ) -> list[torch.Tensor | None]:
+    """One backward over a graph kept for more (``retain_graph=True``): the gradients of ``leaves``
+    read from ``.grad``, as an optimizer reads them, and cleared before and after."""
+    for leaf in leaves:
+        leaf.grad = None
+    with seeded(subject.target.seed), failing(what, hint=hint):
+        try:
+            torch.autograd.backward(list(outputs), list(cotangents), retain_graph=True)
+        except Exception as exc:
+            raise LayerRaised("backward", exc, user_trace(exc)) from exc
+    grads = [None if leaf.grad is None else leaf.grad.detach().clone() for leaf in leaves]
+    for leaf in leaves:
+        leaf.grad = None
+    return grads
 
 
 _HINTS = {
@@ -117,7 +137,7 @@ def backward_pure(ctx: Context) -> str:
     subject = ctx.fresh()
     run = _forward(ctx, subject, subject.inputs(requires_grad=True))
     if not run.outputs:
-        raise CheckSkipped("no floating output requires grad: there is no backward to look at")
+        raise CheckFailed("no floating output requires grad: there is no backward to look at", blocking=False)
     first = _backward(run, retain=True)
     _assert_unchanged(run)
     second = _backward(run, retain=True)
@@ -154,7 +174,7 @@ def _compose(ctx: Context) -> str:
     parameters get the sum of both (the second use runs after the first, as in the sum)."""
     both = ctx.fresh()
     inputs1 = both.inputs(requires_grad=True)
-    inputs2 = ctx.target.inputs(both.dtype, both.device, requires_grad=True, seed=ctx.seed * 1_000_003 + 424_242)
+    inputs2 = [_rolled(x) for x in inputs1]
     with failing("applied twice with the outputs summed"):
         out1 = Outputs.of(both.forward(inputs1)).floating
         out2 = Outputs.of(both.forward(inputs2)).floating
@@ -165,7 +185,7 @@ def _compose(ctx: Context) -> str:
     params = [p for _, p in both.parameters()]
     with failing("applied twice with the outputs summed"):
         grads = backpropagate(list(zip(summed, ws)), [*inputs1, *inputs2, *params])
-    alone1 = _alone(ctx, None, ws)
+    alone1 = _first_alone(ctx, both, len(inputs1), out1, summed) or _alone(ctx, None, ws)
     alone2 = _alone(ctx, inputs2, ws)
     n = len(inputs1)
     names, expected, actual = [], [], []
@@ -177,11 +197,10 @@ def _compose(ctx: Context) -> str:
                 expected.append(alone)
                 actual.append(composed)
     for j, (name, _) in enumerate(both.parameters()):
-        parts = [g for g in (alone1[n + j], alone2[n + j]) if g is not None]
-        composed = grads[2 * n + j]
-        if composed is not None and parts:
+        a, b, composed = alone1[n + j], alone2[n + j], grads[2 * n + j]
+        if composed is not None and (a is not None or b is not None):
             names.append(f"gradient of parameter {name!r}")
-            expected.append(parts[0] if len(parts) == 1 else parts[0] + parts[1])
+            expected.append(_zero_if_none(a, composed) + _zero_if_none(b, composed))
             actual.append(composed)
     assert_close(expected, actual, names=names, labels=("alone", "summed"), allowance=path_allowance(ctx, FORWARD),
                  what="two uses of the layer with their outputs summed vs each use alone (a backward that changes "
@@ -202,3 +221,203 @@ def _alone(ctx: Context, second: list[torch.Tensor] | None, ws: list[torch.Tenso
     pairs = [(y, w) for y, w in zip(outputs, ws) if y.requires_grad]
     with failing("used once"):
         return backpropagate(pairs, [*inputs, *(p for _, p in subject.parameters())])
+
+
+def _first_alone(ctx: Context, subject: Subject, n_inputs: int, outputs: list[torch.Tensor],
+                 summed: list[torch.Tensor]) -> list[torch.Tensor | None] | None:
+    """The first use alone is the shared forward run (a fresh layer, the generated inputs, the
+    same cotangents), when every floating output takes part in the sum; else None."""
+    if len(summed) != len(outputs) or not all(y.requires_grad for y in outputs):
+        return None
+    grads = dict(reference_forward(ctx).grads)
+    return [*(grads.get(f"input {i}") for i in range(n_inputs)),
+            *(grads.get(f"parameter {name!r}") for name, _ in subject.parameters())]
+
+
+def _rolled(x: torch.Tensor, fraction: float = 1 / 3) -> torch.Tensor:
+    """Another input (or grad_output) of the same size and distribution: the values rolled along
+    the flattened tensor by about ``fraction`` of its length, which costs no random draw (a
+    constant input stays as it is)."""
+    if not x.is_floating_point() or x.numel() < 2:  # a copy: a layer may write into its integer input
+        return x.detach().clone().requires_grad_(x.requires_grad) if x.is_floating_point() else x.clone()
+    shift = int(x.numel() * fraction) or 1
+    other = x.detach().reshape(-1).roll(shift).reshape(x.shape).clone()
+    return other.requires_grad_(x.requires_grad)
+
+
+
+# -- grad_output ------------------------------------------------------------------------------
+
+# g(A·w1 + B·w2) against A·g(w1) + B·g(w2). A + B != 1, so that a term that does not scale with
+# grad_output (g(w) = L·w + c) shows as (1 − A − B)·c; A < 0, so that abs, relu or clamp of
+# grad_output shows too.
+_A, _B = -1.75, 0.5
+
+
+@check(
+    "grad_output",
+    title="backward is linear in grad_output and copes with outputs whose gradient is undefined",
+    uses=(FORWARD,),  # g(w1) for the seeded cotangents, and the rounding floor of the float32 gradients
+    tolerances=path_tolerances("relative difference between the gradients for a combination of two grad_outputs "
+                               "and the same combination of their gradients, and between the sum of each output's "
+                               "gradients alone and all outputs' gradients"),
+)
+def grad_output(ctx: Context) -> str:
+    """Back-propagates, over one forward graph, a second seeded grad_output w2 and the combination
+    −1.75·w1 + 0.5·w2 (w1: the cotangents of the shared run), and requires the gradients to be that
+    combination of the gradients: backward must be linear in the incoming gradient. Then, with
+    several outputs, back-propagates through each output alone (the others' gradients undefined,
+    as for ``out, _ = layer(x)``) and requires those gradients to add up to the gradients of all
+    outputs; with one output and a hand-written backward, back-propagates an undefined gradient
+    (gradcheck's ``check_undefined_grad``) and requires no gradient, or zero.
+
+    Autograd adds the gradients of every use of a tensor and scales them by the loss: a backward
+    that forgets to multiply by grad_output (the chain rule), adds a term of its own or transforms
+    grad_output (abs, clamp) passes a check that uses one fixed grad_output and trains wrongly in
+    every network. A Function that calls ``ctx.set_materialize_grads(False)`` receives None for an
+    output whose gradient is undefined and must treat it as zero. Fix: multiply every term by
+    grad_output; handle None (``if grad is None``) where materialisation is off.
+    """
+    reference = dict(reference_forward(ctx).grads)
+    subject = ctx.fresh()
+    inputs = subject.inputs(requires_grad=True)
+    with failing("before backward"):
+        outputs = [y for y in Outputs.of(subject.forward(inputs)).floating if y.requires_grad]
+    if not outputs:
+        raise CheckSkipped("no floating output requires grad: there is no backward to look at")
+    names = [*(f"input {i}" for i, x in enumerate(inputs) if x.requires_grad),
+             *(f"parameter {name!r}" for name, _ in subject.parameters())]
+    leaves = [*(x for x in inputs if x.requires_grad), *(p for _, p in subject.parameters())]
+    w1 = cotangents(ctx, outputs)
+    w2 = [_rolled(w, 1 / 5) for w in w1]
+    second = _backward_again(subject, outputs, w2, leaves)
+    with _repeatable(subject, outputs, w2, leaves):
+        combined = _backward_again(subject, outputs, [_A * a + _B * b for a, b in zip(w1, w2)], leaves)
+    first = [reference.get(name) for name in names]
+    compared = _assert_linear(ctx, subject, outputs, leaves, names, first, second, combined)
+    with _repeatable(subject, outputs, w2, leaves):
+        undefined = _undefined(ctx, subject, outputs, w1, leaves, names, first)
+    return f"backward is linear in grad_output ({compared} gradient(s) compared); {undefined}"
+
+
+@contextlib.contextmanager
+def _repeatable(subject: Subject, outputs: list[torch.Tensor], cotangents: list[torch.Tensor],
+                leaves: list[torch.Tensor]) -> Iterator[None]:
+    """A later backward over the graph raising is this check's failure only when the first
+    backward's grad_output still goes through: else backward cannot run twice over one graph,
+    which backward_pure reports, and this check has nothing to compare."""
+    try:
+        yield
+    except CheckFailed as exc:
+        try:
+            _backward_again(subject, outputs, cotangents, leaves)
+        except CheckFailed:
+            raised = exc.message.removeprefix("in backward, ")
+            raise CheckSkipped(f"a second backward over the same graph raises ({raised}): backward_pure reports it, "
+                               "and comparing gradients for several grad_outputs needs several backward "
+                               "passes") from exc
+        raise
+
+
+def _which_alone(ctx: Context, subject: Subject, outputs: list[torch.Tensor], w1: list[torch.Tensor],
+                 leaves: list[torch.Tensor], names: list[str], alone: list[list[torch.Tensor | None]]) -> str:
+    """Which output, used alone, gets other gradients than with explicit zeros for the others."""
+    allowance = path_allowance(ctx, FORWARD)
+    for k in range(len(outputs)):
+        zeros = [w if j == k else torch.zeros_like(y) for j, (y, w) in enumerate(zip(outputs, w1))]
+        explicit = _backward_again(subject, outputs, zeros, leaves)
+        for name, leaf, got, want in zip(names, leaves, alone[k], explicit):
+            label = f"gradient of {name}"
+            if mismatch(_zero_if_none(want, leaf), _zero_if_none(got, leaf), allowance(label, leaf)) is not None:
+                unused = ", ".join(str(j) for j in range(len(outputs)) if j != k)
+                return (f"With only output {k} used, the {label} differs from the one with zero gradients for "
+                        f"output(s) {unused}: backward takes the undefined gradient of an unused output (None where "
+                        "ctx.set_materialize_grads(False)) for something other than zero. Treat None as zeros")
+    return "Each output alone agrees with zeros for the others: backward is not additive over its outputs"
+
+
+def _may_receive_none(function: type[torch.autograd.Function]) -> bool:
+    """Whether a Function's backward can receive None: only when it calls
+    ``ctx.set_materialize_grads(False)`` (otherwise autograd hands it zeros, which linearity
+    covers). Read from its source; a Function without source is assumed to."""
+    try:
+        return "set_materialize_grads" in inspect.getsource(function)
+    except (OSError, TypeError):
+        return True
+
+
+def _zero_if_none(grad: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(like) if grad is None else grad
+
+
+def _assert_linear(ctx: Context, subject: Subject, outputs: list[torch.Tensor], leaves: list[torch.Tensor],
+                   names: list[str], first: list[torch.Tensor | None], second: list[torch.Tensor | None],
+                   combined: list[torch.Tensor | None]) -> int:
+    rows = [(f"gradient of {name}", _zero_if_none(g1, leaf), _zero_if_none(g2, leaf), _zero_if_none(g3, leaf))
+            for name, leaf, g1, g2, g3 in zip(names, leaves, first, second, combined)
+            if g1 is not None or g2 is not None or g3 is not None]
+    allowance = path_allowance(ctx, FORWARD)
+    for name, g1, g2, g3 in rows:
+        try:
+            assert_close([_A * g1 + _B * g2], [g3], names=[name], allowance=allowance,
+                         labels=(f"{_A:g}·g(w1) + {_B:g}·g(w2)", f"g({_A:g}·w1 + {_B:g}·w2)"),
+                         what="backward of a combination of two grad_outputs vs the combination of their gradients")
+        except CheckFailed as exc:
+            why = _why_not_linear(subject, outputs, leaves, names, name, g1, g2, allowance(name, g1))
+            raise CheckFailed(f"{exc.message}. {name[0].upper()}{name[1:]} is not linear in grad_output: {why}",
+                              **exc.details) from None
+    return len(rows)
+
+
+def _why_not_linear(subject: Subject, outputs: list[torch.Tensor], leaves: list[torch.Tensor], names: list[str],
+                    name: str, g1: torch.Tensor, g2: torch.Tensor, allowance: Allowance) -> str:
+    if mismatch(g1, g2, allowance) is None:
+        return ("it is the same for two different grad_outputs, so backward ignores grad_output. Multiply every term "
+                "by the incoming gradient (the chain rule: grad_input = grad_output * dy/dx)")
+    zero = _backward_again(subject, outputs, [torch.zeros_like(y) for y in outputs], leaves)
+    g0 = zero[[f"gradient of {n}" for n in names].index(name)]
+    if g0 is not None and mismatch(torch.zeros_like(g0), g0, allowance) is not None:
+        return (f"for a zero grad_output backward returns a nonzero gradient (largest {largest(g0):.3g}), so it adds a "
+                "term that does not scale with grad_output. Multiply every term by the incoming gradient")
+    return ("backward transforms grad_output before using it (rounds, clips, abs, sign, a power?). Use it only as a "
+            "factor: grad_input = grad_output * dy/dx")
+
+
+def _undefined(ctx: Context, subject: Subject, outputs: list[torch.Tensor], w1: list[torch.Tensor],
+               leaves: list[torch.Tensor], names: list[str], first: list[torch.Tensor | None]) -> str:
+    """Outputs whose gradient is undefined: each output used alone (several outputs), or an undefined
+    gradient reaching a hand-written backward (one output)."""
+    hint = ("; a Function that calls ctx.set_materialize_grads(False) receives None for an output whose gradient is "
+            "undefined and must treat it as zero")
+    if len(outputs) > 1:
+        alone = [_backward_again(subject, [y], [w], leaves, what=f"with only output {k} used", hint=hint)
+                 for k, (y, w) in enumerate(zip(outputs, w1))]
+        rows: list[tuple[str, torch.Tensor, torch.Tensor]] = []
+        for j, (name, g1) in enumerate(zip(names, first)):
+            parts = [g for grads in alone if (g := grads[j]) is not None]
+            if g1 is not None and parts:
+                rows.append((f"gradient of {name}", g1, torch.stack(parts).sum(dim=0)))
+        try:
+            assert_close([g for _, g, _ in rows], [s for _, _, s in rows], names=[n for n, _, _ in rows],
+                         allowance=path_allowance(ctx, FORWARD),
+                         labels=("all outputs used", "sum of each output alone"),
+                         what=f"the sum of the gradients with each of the {len(outputs)} outputs used alone (the "
+                              "others' gradients undefined) vs all outputs used at once")
+        except CheckFailed as exc:
+            raise CheckFailed(f"{exc.message}. {_which_alone(ctx, subject, outputs, w1, leaves, names, alone)}",
+                              **exc.details) from None
+        return f"each of {len(outputs)} outputs used alone gives its share of the gradient"
+    functions = [f for f in custom_functions(outputs) if _may_receive_none(f)]
+    undefined_grad = getattr(getattr(torch._C, "_functions", None), "UndefinedGrad", None)
+    if not functions or undefined_grad is None:
+        return "one output, and no hand-written backward that turns materialisation off to receive None"
+    grads = _backward_again(subject, [undefined_grad()(outputs[0])], w1, leaves,
+                            what="with the output's gradient undefined", hint=hint)
+    for name, g in zip(names, grads):
+        if g is not None and bool(g.ne(0).any()):
+            raise CheckFailed(
+                f"with the output's gradient undefined (None for a Function that calls "
+                f"ctx.set_materialize_grads(False), zeros otherwise), backward gives gradient of {name} nonzero "
+                f"values (largest {largest(g):.3g}); it must give None or zeros. Return None for inputs when "
+                "grad_output is None", tensor=f"gradient of {name}")
+    return f"an undefined gradient reaching {', '.join(f.__name__ for f in functions)} gives none"

@@ -11,11 +11,11 @@ from layercheck.sdk import (
     CheckFailed,
     CheckSkipped,
     Context,
-    Target,
     assert_close,
     check,
     describe_shapes,
     failing,
+    needs_batch,
     path_allowance,
     path_tolerances,
     predict_is_random,
@@ -26,21 +26,12 @@ from layercheck.sdk import (
 _SAMPLED = 4  # observations run one at a time: batch-wide mixing shows in every one, so a few suffice
 
 
-def _needs_batch(target: Target) -> str | None:
-    if all(layout.batch_dim is None for layout in target.layouts):
-        return "no input has a B (batch) dimension"
-    sizes = {layout.size[layout.batch_dim] for layout in target.layouts if layout.batch_dim is not None}
-    if len(sizes) > 1:
-        return f"the inputs' B dimensions differ in size ({', '.join(map(str, sorted(sizes)))})"
-    return None
-
-
 @check(
     "observations",
     title="in predict mode a batch gives the same outputs as its observations one at a time",
     matlab="checks with ObservationDimension",
     uses=(PREDICT,),
-    applies=_needs_batch,
+    applies=needs_batch,
     tolerances=path_tolerances("relative difference between an observation's outputs in a batch and alone"),
 )
 def observations(ctx: Context) -> tuple[str, dict[str, Any]]:

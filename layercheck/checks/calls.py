@@ -231,10 +231,15 @@ def _mode_dependence(ctx: Context, subject: Subject) -> str | None:
         if isinstance(sub, (nn.MultiheadAttention, nn.RNNBase)) and float(getattr(sub, "dropout", 0) or 0) > 0:
             return f"{name or 'the layer'} ({type(sub).__name__}) has dropout"
     fresh = ctx.fresh()
+    assert fresh.module is not None
     inputs = fresh.inputs()
     start = fresh.checkpoint()
+    # A parameter the training forward writes (running statistics kept in a frozen parameter:
+    # train_step's to report) is state here too.
+    weights = {name: p.detach().clone() for name, p in fresh.module.named_parameters()}
     a = Outputs.of(fresh.forward(inputs)).tensors
-    changed = fresh.changes(start)
+    changed = fresh.changes(start) + [f"parameter {name!r}" for name, p in fresh.module.named_parameters()
+                                      if name in weights and not torch.equal(p.detach(), weights[name])]
     if changed:
         return f"the training forward updates the layer's state ({', '.join(changed[:3])})"
     fresh.rewind(start)

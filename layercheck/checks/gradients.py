@@ -40,9 +40,11 @@ from layercheck.sdk import (
     mismatch,
     ratio,
     relative_difference,
+    shared_nonfinite_zeroed,
     user_frame,
 )
 from layercheck.subject import Mode, Outputs, Subject, backward_nodes
+from layercheck.subject import custom_functions as _custom_functions
 
 # needs_input_grad compares a float32 backward with the same backward when more tensors
 # require grad: the same operations, so only a different summation order can separate them
@@ -165,16 +167,6 @@ class BackwardRecorder:
 
     def broadcast(self) -> list[RawGradient]:
         return [r for r in self.records if r.broadcast and not r.wrong]
-
-
-def _custom_functions(outputs: Sequence[torch.Tensor]) -> list[type[torch.autograd.Function]]:
-    """The user's ``autograd.Function`` classes in the outputs' graph (torch's own excluded)."""
-    classes: list[type[torch.autograd.Function]] = []
-    for node in backward_nodes(outputs):
-        cls = getattr(type(node), "_forward_cls", None)
-        if cls is not None and not cls.__module__.startswith("torch") and cls not in classes:
-            classes.append(cls)
-    return classes
 
 
 # -- the shared runs ---------------------------------------------------------------------------
@@ -661,6 +653,15 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
                 raise CheckFailed(f"{description}, {name} receives no gradient (it does when every tensor "
                                   "requires grad): the backward put it in another slot or skipped it",
                                   mask=description, tensor=name)
+            pair = shared_nonfinite_zeroed(got, expected)
+            if pair is None:  # NaN or infinity where the other has none: which one is right is finite's question
+                problem = (f"the gradient of {name} is not finite on the generated inputs, and {description} its "
+                           "non-finite entries move")
+                if ctx.planned("finite"):
+                    raise CheckSkipped(f"{problem}: nothing to compare (finite reports it)")
+                raise CheckFailed(f"{problem} (the finite check, which did not run, names where)", mask=description,
+                                  tensor=name)
+            got, expected = pair  # NaN where every tensor requires grad stays NaN: finite reports it, not this check
             difference = relative_difference(got, expected)
             worst = max(worst, difference)
             floor = gradient_norm_floor(ctx, name) if difference > tolerance else 0.0

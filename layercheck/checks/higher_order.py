@@ -213,11 +213,10 @@ def forward_ad(ctx: Context) -> tuple[str, dict[str, Any]]:
     ``torch.func.jvp``, ``jacfwd``, ``hessian`` (forward-over-reverse) and forward-mode AD use
     this path; a wrong one gives wrong results without an error. A
     ``torch.autograd.Function`` without a ``jvp`` staticmethod cannot run in forward mode at
-    all and fails with that message (the bundled SReLU and PReLU define none, so they fail this
-    opt-in check as expected). A failure names the tensor whose tangent is handled wrongly.
+    all and fails with that message. A failure names the tensor whose tangent is handled wrongly.
     Fix: give every Function a ``jvp(ctx, *tangents)`` that returns the derivative of its
     outputs along the input tangents, including the parameters' tangents, saving what it needs
-    with ``ctx.save_for_forward``.
+    with ``ctx.save_for_forward`` (the bundled SReLU and PReLU show how).
     """
     ref = _reference(ctx)
     subject = ctx.fresh(torch.float64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import textwrap
 from collections.abc import Iterator
 
 from rich.console import Console, Group, RenderableType
@@ -102,6 +103,22 @@ def print_failures(report: Report, console: Console, *, verbose: bool = False) -
             console.print(Text(f"  reproduce: {r.details['reproduce']}", style="cyan"), soft_wrap=True)
 
 
+def printed_and_warned(report: Report) -> RenderableType | None:
+    """What the layer printed and warned during each check (the details ``output`` and
+    ``warnings``), for --verbose."""
+    lines: list[RenderableType] = []
+    for run in report.runs:
+        for r in run.results:
+            output, warned = str(r.details.get("output") or ""), r.details.get("warnings") or []
+            if output:
+                lines.append(Text.assemble(("output ", NOTE_STYLE), (label(r), "bold"), f" ({run.target}):"))
+                lines.append(Text(textwrap.indent(output.rstrip("\n"), "  "), style="dim"))
+            for warning in warned:
+                lines.append(Text.assemble(("warning ", STYLES[Status.SKIPPED]), (label(r), "bold"),
+                                           f" ({run.target}): ", str(warning)))
+    return Group(*lines) if lines else None
+
+
 def print_report(report: Report, console: Console, *, verbose: bool = False, quiet: bool = False) -> None:
     """Compact by default (run_lines), the whole table per target under ``verbose``, only the
     failures under ``quiet``; then the failures spelled out and the summary line."""
@@ -117,6 +134,9 @@ def print_report(report: Report, console: Console, *, verbose: bool = False, qui
     for run in report.runs:
         if quiet and run.error is not None:
             console.print(Text.assemble((f"ERROR {run.target}: ", STYLES[Status.ERROR]), run.error))
+    effects = printed_and_warned(report) if verbose else None
+    if effects is not None:
+        console.print(effects, soft_wrap=True)
     print_failures(report, console, verbose=verbose)
     style = "green" if report.passed else "red"
     console.print(Text(summary_line(report), style=f"bold {style}"))

@@ -1,7 +1,7 @@
 """Broken for forward mode: a correct Swish with a learnable per-channel beta and a
 hand-written backward, but no ``jvp``. Every default check passes; ``torch.func.jvp``,
 ``jacfwd`` and forward-mode AD raise on it, so the opt-in forward_ad check must fail and say
-that the Function needs a jvp (the bundled SReLU and PReLU fail it the same way)."""
+that the Function needs a jvp (the bundled SReLU and PReLU define one)."""
 
 import torch
 from torch import nn

@@ -1,0 +1,203 @@
+"""Memory limits: what a target's layouts will need, what the machine can give, and the
+limit a worker process runs under.
+
+Before anything runs, every target's layouts are priced (:func:`estimate`) and a target
+priced beyond the limit is refused as a usage error (exit 2): a typo such as
+``1000000,1000000:BC`` should not take the machine down. The limit is ``--max-memory``,
+else half of the memory the machine has available. A worker process also runs under an
+operating-system limit on its writable memory (:func:`limit_worker_memory`), so a layer that
+allocates without bound gets an allocation error, which the runner reports as an ``error``
+result (:func:`out_of_memory`), instead of the machine swapping or the whole tool being killed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from layercheck.errors import UsageError
+from layercheck.layout import Layout
+
+DEFAULT_TIMEOUT = 300.0
+"""Each check's time limit in seconds unless ``--timeout`` says otherwise."""
+
+# Note [memory estimate]
+# Peak resident memory of the default suite, measured above the worker's baseline, was 300
+# bytes per input element for Tanh and PReLU and 510 for SReLU (1.5 and 4 million elements):
+# float64 and float32 copies of the inputs, the layer's outputs and its intermediates, the
+# gradient check's perturbed copies and directions. The estimate takes 512 bytes (64 float64
+# copies) per element, so that what it admits fits; parameters are not counted (they are
+# not known before the layer is built), and the worker's own limit catches what it misses.
+BYTES_PER_ELEMENT = 512
+
+# The default limit: this share of the memory the machine has available when the run starts.
+DEFAULT_SHARE = 0.5
+
+# Beyond the budget, a worker may map this much more: thread stacks (8 MiB each) and malloc's
+# per-thread arenas count as writable memory before anything is stored in them.
+HEADROOM = 256 << 20
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
+    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*")
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """A limit in bytes (None: no limit) and where it comes from, for messages."""
+
+    bytes: int | None
+    source: str
+
+
+def parse_size(text: str, option: str = "--max-memory") -> int | None:
+    """``2GB`` (10^9 bytes), ``512MiB`` or ``512M`` (2^20 bytes), ``1500000000``; ``0`` or
+    ``none``: no limit (None). Raises UsageError for anything else."""
+    if text.strip().lower() in ("0", "none"):
+        return None
+    match = _SIZE.fullmatch(text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNITS:
+        raise UsageError(f"{option} {text!r}: expected a size such as 2GB, 512MiB or 1500000000 (bytes), "
+                         "or 0 for no limit")
+    value = float(match.group(1)) * _UNITS[unit]
+    if not math.isfinite(value) or value < 1:
+        raise UsageError(f"{option} {text!r}: expected a size of at least one byte, or 0 for no limit")
+    return int(value)
+
+
+def format_size(n: int) -> str:
+    """``8.0 TB``, ``512.0 MB``: decimal units, as ``--max-memory 2GB`` reads them; beyond
+    petabytes, a power of ten (a layout may hold numbers of any size)."""
+    if n >= 1000 * 10**15:
+        return f"10^{len(str(n)) - 1} bytes"
+    for unit, scale in (("PB", 10**15), ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _count(n: int) -> str:
+    return f"{n:,}" if n < 10**18 else f"10^{len(str(n)) - 1}"
+
+
+def elements(layouts: Iterable[Layout]) -> int:
+    return sum(math.prod(layout.size) for layout in layouts)
+
+
+def estimate(layouts: Iterable[Layout]) -> int:
+    """Bytes a target with these input layouts needs, roughly (Note [memory estimate])."""
+    return elements(layouts) * BYTES_PER_ELEMENT
+
+
+def available_memory() -> int | None:
+    """Bytes the machine can give now: MemAvailable, or less where a cgroup (a container)
+    allows less; None where neither can be read."""
+    candidates: list[int] = []
+    meminfo = _read("/proc/meminfo")
+    found = re.search(r"^MemAvailable:\s+(\d+) kB", meminfo or "", re.MULTILINE)
+    if found:
+        candidates.append(int(found.group(1)) * 1024)
+    elif hasattr(os, "sysconf") and "SC_AVPHYS_PAGES" in os.sysconf_names:
+        candidates.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        limit, usage = (_read(limit_file) or "").strip(), (_read(usage_file) or "").strip()
+        # cgroup v2 writes "max" for no limit, v1 a huge number
+        if limit.isdigit() and usage.isdigit() and int(limit) < 1 << 60:
+            candidates.append(max(0, int(limit) - int(usage)))
+    return min(candidates) if candidates else None
+
+
+def memory_limit(max_memory: str | None) -> MemoryLimit:
+    """The limit of this run: ``--max-memory``'s, else DEFAULT_SHARE of the available memory."""
+    if max_memory is not None:
+        return MemoryLimit(parse_size(max_memory), "--max-memory")
+    available = available_memory()
+    if available is None:
+        return MemoryLimit(None, "no limit: the available memory is unknown")
+    return MemoryLimit(int(available * DEFAULT_SHARE),
+                       f"half of the {format_size(available)} this machine has available; --max-memory SIZE sets it")
+
+
+def refuse_oversized(name: str, layouts: Iterable[Layout], limit: MemoryLimit) -> None:
+    """Raise UsageError when a target's layouts are priced beyond the limit."""
+    layouts = list(layouts)
+    needed = estimate(layouts)
+    if limit.bytes is None or needed <= limit.bytes:
+        return
+    raise UsageError(f"{name}: its inputs need about {format_size(needed)} ({_count(elements(layouts))} elements × "
+                     f"{BYTES_PER_ELEMENT} bytes for the copies, outputs and finite differences the checks make), "
+                     f"more than the limit of {format_size(limit.bytes)} ({limit.source}); check a smaller layout")
+
+
+def limit_worker_memory(budget: int | None) -> int | None:
+    """Limit this process's writable memory (RLIMIT_DATA) to what it holds now plus
+    ``budget`` and HEADROOM; the limit set, or None where there is none to set.
+
+    RLIMIT_DATA (Linux 4.7 on) counts private writable mappings — the heap and every tensor
+    torch allocates — but not code, files mapped read-only, or address space reserved and
+    never made writable: torch maps about 0.7 GB of address space at import, of which 0.3 GB
+    is writable, and an accelerator's driver reserves far more without using it, so
+    RLIMIT_AS would have to be set so high that it limits little."""
+    if budget is None:
+        return None
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return None
+    held = _writable_bytes()
+    if held is None:
+        return None
+    limit = held + budget + HEADROOM
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    except (ValueError, OSError):
+        return None
+    return limit
+
+
+def out_of_memory(exc: BaseException) -> BaseException | None:
+    """The allocation failure behind ``exc`` (a MemoryError, or torch's "can't allocate
+    memory" / "out of memory"), following causes and a layer's wrapped exception; else None."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, MemoryError) or (
+                isinstance(current, RuntimeError) and any(text in str(current) for text in _OOM_TEXTS)):
+            return current
+        stack.extend([current.__cause__, current.__context__, getattr(current, "exc", None)])
+    return None
+
+
+_OOM_TEXTS = ("can't allocate memory", "out of memory", "std::bad_alloc", "Cannot allocate memory")
+
+
+def _writable_bytes() -> int | None:
+    """This process's private writable memory (VmData), as RLIMIT_DATA counts it."""
+    status = _read("/proc/self/status")
+    found = re.search(r"^VmData:\s+(\d+) kB", status or "", re.MULTILINE)
+    return int(found.group(1)) * 1024 if found else None
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return None

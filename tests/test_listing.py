@@ -1,0 +1,43 @@
+"""The catalogue read from source (no torch) says what the imported registry says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from layercheck import listing
+from layercheck.registry import catalogue as registered
+
+
+def test_the_source_reading_matches_the_registry() -> None:
+    static = {e.id: e for e in listing.static_entries()}
+    imported = {e.id: e for e in listing.imported_entries()}
+    assert static.keys() == imported.keys()
+    for check_id, entry in imported.items():
+        read = static[check_id]
+        if read.variants is None:  # computed at import time (the accelerators present)
+            read = listing.Entry(read.id, read.title, read.matlab, read.default, entry.variants,
+                                   read.optional_variants)
+        assert read == entry
+    assert [e.id for e in listing.entries()] == [i.id for i in registered()]
+
+
+def test_reading_the_catalogue_imports_no_torch() -> None:
+    code = "import sys; from layercheck import listing; listing.entries(); print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_a_declaration_the_source_does_not_settle_is_unreadable(tmp_path: Path) -> None:
+    module = tmp_path / "mine.py"
+    module.write_text('from layercheck.registry import check\nTITLE = "a title"\n\n'
+                      '@check("mine", title=TITLE, variants=compute())\ndef mine(ctx): ...\n\n'
+                      '@check("other", title=make_title())\ndef other(ctx): ...\n')
+    with pytest.raises(listing.Unreadable, match="make_title"):
+        listing._read(module)
+    module.write_text(module.read_text().split("\n\n@check(\"other\"")[0])
+    (entry,) = listing._read(module)
+    assert entry == listing.Entry("mine", "a title", variants=None)
