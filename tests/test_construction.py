@@ -75,6 +75,32 @@ def test_factory_kwargs_checks_the_dtype_as_well() -> None:
     assert "constructed with dtype=torch.float64, parameter 'weight' is float32 after the constructor" in found.message
 
 
+class _WeightedLoss(nn.Module):
+    """Keeps the class weights the caller passes, where the caller made them (as
+    nn.LinearCrossEntropyLoss(weight=...) does), and creates its own tensors as asked, unless
+    ``forget`` (then its own buffer ignores device=)."""
+
+    def __init__(self, weight: torch.Tensor, forget: bool = False, device: torch.device | None = None,
+                 dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        self.register_buffer("weight", weight)
+        self.register_buffer("offset", torch.zeros(3, dtype=dtype, device=None if forget else device))
+        self.scale = nn.Parameter(torch.ones(3, device=device, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * self.scale + self.offset) * self.weight
+
+
+def test_factory_kwargs_leaves_the_tensors_the_caller_passed_where_the_caller_made_them() -> None:
+    """module_db's LinearCrossEntropyLoss(weight=cpu tensor) got a false alarm: a tensor given to
+    the constructor is the caller's to place."""
+    weights = torch.tensor([1.0, 2.0, 0.5])
+    found = outcome(_WeightedLoss, "factory_kwargs", "4,3:BC", weight=weights)
+    assert found.status is Status.PASSED, found.message
+    found = outcome(_WeightedLoss, "factory_kwargs", "4,3:BC", weight=weights, forget=True)
+    assert found.status is Status.FAILED and "buffer 'offset' is cpu after the constructor" in found.message
+
+
 def test_factory_kwargs_passes_torch_layers_and_says_what_it_rebuilt() -> None:
     found = outcome(nn.Linear, "factory_kwargs", "4,6:BC", in_features=6, out_features=3)
     assert found.status is Status.PASSED, found.message

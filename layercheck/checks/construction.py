@@ -85,7 +85,7 @@ def factory_kwargs(ctx: Context) -> str:
         layer = _construct_with(ctx, key, value)
         if layer is None:  # **kwargs that turned the keyword down
             continue
-        _assert_placed(layer, key, value, "the constructor")
+        _assert_placed(layer, key, value, "the constructor", given=_given_tensors(ctx))
         _initialize_with(ctx, layer, key, value)
         done.append(f"{key}={_shown(value)}")
         if key == "device":
@@ -154,7 +154,8 @@ def _initialize_with(ctx: Context, layer: nn.Module, key: str, value: Any) -> No
         raise CheckFailed(f"{how} of {type(layer).__name__} constructed with {key}={_shown(value)} raised "
                           f"{type(exc).__name__}: {exc}; it must create its tensors with the device and dtype the "
                           "constructor was given", traceback=user_trace(exc), keyword=key) from exc
-    _assert_placed(layer, key, value, "initialize" if callable(hook) else "the lazy first call")
+    _assert_placed(layer, key, value, "initialize" if callable(hook) else "the lazy first call",
+                   given=_given_tensors(ctx))
 
 
 def _has_lazy(layer: nn.Module) -> bool:
@@ -163,8 +164,27 @@ def _has_lazy(layer: nn.Module) -> bool:
     return any(is_lazy(t) for t in [*layer.parameters(), *layer.buffers()])
 
 
-def _assert_placed(layer: nn.Module, key: str, value: Any, after: str) -> None:
+def _given_tensors(ctx: Context) -> set[int]:
+    """The storages of the tensors the constructor is given (in its arguments, or in lists,
+    tuples and dicts among them): a layer keeps such a tensor where the caller made it (a
+    loss's class ``weight=``), which is the caller's to place, not the keyword's."""
+    found: set[int] = set()
+    pending: list[Any] = [*ctx.target.args, *ctx.target.kwargs.values()]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr():  # 0: no storage to follow
+            found.add(value.untyped_storage().data_ptr())
+        elif isinstance(value, (list, tuple)):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+    return found
+
+
+def _assert_placed(layer: nn.Module, key: str, value: Any, after: str, *, given: set[int]) -> None:
     for kind, name, t in _tensors(layer):
+        if t.device.type != "meta" and t.untyped_storage().data_ptr() in given:
+            continue  # the very tensor the caller passed in (see _given_tensors)
         wrong = t.device.type != value.type if key == "device" else (t.dtype.is_floating_point and t.dtype != value)
         if wrong:
             shown = str(t.device) if key == "device" else dtype_name(t.dtype)
