@@ -12,14 +12,15 @@ import pytest
 from conftest import ROOT
 
 pytest.importorskip("expecttest")  # torch.testing._internal imports it
+pytestmark = pytest.mark.slow  # importing module_db alone takes seconds
 
 # A convolution, a normalisation with running statistics, a loss with integer targets, a
-# recurrent layer (sequence-first), attention with masks, and CTCLoss, whose exception is written.
+# recurrent layer (sequence-first), attention with masks (twice: MultiheadAttention had a false
+# alarm of needs_input_grad on NaN gradients), and CTCLoss, whose exception is written.
 MODULES = ["nn.Conv2d", "nn.BatchNorm2d", "nn.CrossEntropyLoss", "nn.GRU", "nn.TransformerEncoderLayer",
-           "nn.CTCLoss"]
+           "nn.MultiheadAttention", "nn.CTCLoss"]
 
 
-@pytest.mark.slow
 def test_module_db_script_explains_every_failure() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "module_db.py"), "--modules", *MODULES,
                            "--samples", "2", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=600)
@@ -30,7 +31,7 @@ def test_module_db_script_explains_every_failure() -> None:
     unexplained = [f"{f['sample']} {f['check']}: {f['message'][:300]}" for f in figures["failures"] if not f["reason"]]
     assert not unexplained, "\n".join(unexplained)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert {f["sample"].split("[")[0] for f in figures["failures"]} <= {"nn.CTCLoss"}
+    assert {f["sample"].split("[")[0] for f in figures["failures"]} <= {"nn.CTCLoss", "nn.MultiheadAttention"}
 
 
 def test_module_db_script_refuses_an_unknown_module() -> None:
