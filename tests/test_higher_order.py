@@ -243,3 +243,24 @@ def test_a_spec_enables_them_and_a_correct_layer_exits_zero(tmp_path: Path) -> N
     assert result.exit_code == 0, result.output
     statuses = {r["check"]: r["status"] for r in json.loads(result.output)["runs"][0]["results"]}
     assert statuses["gradgrad"] == statuses["forward_ad"] == "passed"
+
+
+def test_once_differentiable_is_recognised_under_another_decorator() -> None:
+    """A torch (or a library) that wraps the marked backward once more still has it named
+    (torch 2.11 gave the generic message); a plain backward is not marked."""
+    import functools
+
+    from layercheck.checks.higher_order import _marked_once_differentiable
+
+    def backward(ctx, grad):  # type: ignore[no-untyped-def]
+        return grad
+
+    def outer(fn):  # type: ignore[no-untyped-def]
+        @functools.wraps(fn)
+        def wrapped(*args):  # type: ignore[no-untyped-def]
+            return fn(*args)
+        return wrapped
+
+    marked = torch.autograd.function.once_differentiable(backward)
+    assert _marked_once_differentiable(marked) and _marked_once_differentiable(outer(marked))
+    assert not _marked_once_differentiable(backward) and not _marked_once_differentiable(outer(backward))

@@ -75,6 +75,22 @@ _FLOAT64 = Tolerance("float64", GRADIENT_TOLERANCE[torch.float64],
 _ONCE_DIFFERENTIABLE = once_differentiable(lambda ctx: None).__code__
 
 
+def _marked_once_differentiable(backward: Any) -> bool:
+    """Whether a backward is wrapped by @once_differentiable: its code is the wrapper's, or — on
+    a torch that wraps it once more, or builds the wrapper another way (a test failed this way on
+    torch 2.11) — some function along its ``__wrapped__`` chain is a ``wrapper`` defined in the
+    file that defines once_differentiable."""
+    for _ in range(8):  # a chain of decorators, never a cycle
+        code = getattr(backward, "__code__", None)
+        if code is _ONCE_DIFFERENTIABLE or (code is not None and code.co_name == _ONCE_DIFFERENTIABLE.co_name
+                                            and code.co_filename == _ONCE_DIFFERENTIABLE.co_filename):
+            return True
+        backward = getattr(backward, "__wrapped__", None)
+        if backward is None:
+            return False
+    return False
+
+
 def _reference(ctx: Context) -> Reference:
     ref = float64_reference(ctx)
     if not ref.fd.fn.names:
@@ -174,7 +190,7 @@ def _contraction(ctx: Context, ref: Reference) -> list[torch.Tensor]:
 
 def _once_differentiable(fn: LayerFunction) -> CheckFailed:
     marked = [cls.__name__ for cls in _functions_in_graph(fn)
-              if getattr(cls.backward, "__code__", None) is _ONCE_DIFFERENTIABLE]
+              if _marked_once_differentiable(cls.backward)]
     if marked:
         why = (f"the backward of {', '.join(marked)} is decorated with @once_differentiable, so a double backward "
                "(gradient penalties, Hessian-vector products, torch.func.hessian) raises \"trying to differentiate "
