@@ -23,7 +23,7 @@ from layercheck.invocation import Invocation, class_reference
 from layercheck.layout import Layout
 from layercheck.reporting.details import label
 from layercheck.result import Report
-from layercheck.spec import parse_tolerance
+from layercheck.spec import parse_device, parse_tolerance
 from layercheck.subject import Target, display_name, kind_of
 
 
@@ -38,6 +38,7 @@ def check_layer(
     tolerance: Mapping[str, float] | None = None,
     timeout: float = runner.DEFAULT_TIMEOUT,
     devices: Sequence[str] = (),
+    on: str | None = None,
     args: Sequence[Any] = (),
     kwargs: Mapping[str, Any] | None = None,
     call_kwargs: Mapping[str, Any] | None = None,
@@ -54,7 +55,9 @@ def check_layer(
     is passed as is (``{"key_padding_mask": "4,10:BT dtype=bool", "need_weights": False}``).
     ``checks`` (alias ``only``), ``skip`` and ``enable`` select checks by
     id, as ``--check``, ``--skip`` and ``--enable`` do; ``tolerance`` overrides per dtype
-    (``{"float32": 1e-3}``). Invalid arguments raise ``TypeError`` or a ``UsageError``
+    (``{"float32": 1e-3}``); ``devices`` are the accelerators the ``device`` check compares
+    with the CPU (``--device``), ``on`` the device every check runs the layer on (``--on``:
+    ``"cuda"`` for a layer that only runs on a GPU). Invalid arguments raise ``TypeError`` or a ``UsageError``
     (a ``ValueError``) before anything runs; a layer that cannot be constructed gives a
     report whose run has an ``error``.
     """
@@ -63,8 +66,10 @@ def check_layer(
         raise TypeError("checks, only, skip and enable take a sequence of check ids, e.g. checks=['gradients']")
     options = runner.Options(seed=seed, only=tuple(checks) + tuple(only), skip=tuple(skip), enable=tuple(enable),
                              devices=tuple(devices), tolerance=parse_tolerance(dict(tolerance or {}), "tolerance"),
-                             timeout=timeout)
+                             timeout=timeout, on=None if on is None else parse_device(on, "on"))
     runner.check_devices(options.devices)
+    if options.on is not None:
+        runner.check_devices([options.on], "on=")
     target = _target(layer, layouts, options=options, args=args, kwargs=kwargs, call_kwargs=call_kwargs, name=name)
     plan = runner.plan_for(None, options)
     run = runner.run_target(target, plan, options=options, tolerances=runner.tolerances_of(None, options))
@@ -130,10 +135,10 @@ def _target(layer: nn.Module | type, layouts: Sequence[Layout | InputSpec | str]
     reference = None if isinstance(layer, nn.Module) else class_reference(getattr(cls, "_init_fn", cls))
     invocation = Invocation(reference, layouts=tuple(parsed), args=tuple(args), kwargs=dict(kwargs or {}),
                             seed=seed, tolerance=dict(options.tolerance), devices=options.devices,
-                            enable=options.enable, constants=constants)
+                            enable=options.enable, constants=constants, on=options.on)
     try:
         return Target(layer, parsed, args=tuple(args), kwargs=dict(kwargs or {}), seed=seed, name=name,
-                      invocation=invocation, constants=constants)
+                      invocation=invocation, constants=constants, on=options.on)
     except LoadError as exc:
         raise UsageError(str(exc)) from None
 

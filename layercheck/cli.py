@@ -36,6 +36,7 @@ from layercheck.spec import (
     find_specs,
     is_spec_path,
     load_spec,
+    parse_device,
     parse_tolerance,
 )
 
@@ -139,6 +140,7 @@ def run(
     enable: Annotated[list[str] | None, typer.Option("--enable", "-e", metavar="ID[:VARIANT]", help="Also run this opt-in check (ID or ID:VARIANT); repeatable.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", min=0, max=2**32 - 1, metavar="N", help="Seed for generated inputs and random streams (default: the spec's, else 0).")] = None,
     device: Annotated[list[str] | None, typer.Option("--device", metavar="DEVICE", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
+    on: Annotated[str | None, typer.Option("--on", metavar="DEVICE", show_default=False, help="Run every check with the layer and its inputs on this device, e.g. cuda (default: the spec's on:, else the CPU): for layers that only run on a GPU.")] = None,
     tolerance: Annotated[list[str] | None, typer.Option("--tolerance", metavar="CHECK.DTYPE=VALUE", help="Tolerance override CHECK.DTYPE=VALUE, e.g. needs_input_grad.float32=1e-2 (a bare DTYPE=VALUE is the gradient check's); `layercheck checks ID` lists a check's tolerances.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.0, metavar="SECONDS", help="Time limit per check in seconds (0: none).")] = limits.DEFAULT_TIMEOUT,
     timeout_total: Annotated[float, typer.Option("--timeout-total", min=0.0, metavar="SECONDS", help="Time limit for the whole run in seconds (0: none): then the check running is an error and the targets not started are error runs.")] = 0.0,
@@ -189,18 +191,23 @@ def run(
         skip=tuple(skip or ()),
         enable=tuple(enable or ()),
         devices=tuple(device or ()),
+        on=None if on is None else parse_device(on, "--on"),
         tolerance=parse_tolerance(dict(_keyword(t) for t in tolerance or []), "--tolerance"),
         timeout=timeout,
         timeout_total=timeout_total or None,
         max_memory=memory.bytes,
     )
     runner.check_devices(options.devices)
+    if options.on is not None:
+        runner.check_devices([options.on], "--on")
     runner.plan_for(None, options)  # validates every check id before anything runs
     for spec in specs:
         try:
             runner.plan_for(spec, options)
         except UsageError as exc:
             raise UsageError(f"{spec.name}: checks: {exc}") from None
+        if options.on is None and spec.on is not None:
+            runner.check_devices([spec.on], f"{spec.name}: on:")
     if part is not None:
         everything, specs = len(specs), part.select(specs)
         if not specs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -37,11 +38,12 @@ class LoadError(Exception):
 class LayerRaised(Exception):
     """The layer under test raised; carries the phase and the layer's own traceback."""
 
-    def __init__(self, phase: str, exc: BaseException, trace: str) -> None:
+    def __init__(self, phase: str, exc: BaseException, trace: str, *, device: str | None = None) -> None:
         super().__init__(f"{phase} raised {type(exc).__name__}: {exc}")
         self.phase = phase
         self.exc = exc
         self.trace = trace
+        self.device = device  # the device type the layer ran on, where known
 
 
 class CheckFailed(AssertionError):
@@ -84,7 +86,15 @@ def layer_failure(exc: LayerRaised, what: str = "", *, hint: str = "", blocking:
     """The layer's exception as this check's failure: ``"{what}, {phase} raised X: ...{hint}"``,
     with the phase and the layer's own traceback in the details."""
     prefix = f"{what}, " if what else ""
+    if not hint and exc.device == "cpu" and _NEEDS_GPU.search(str(exc.exc)):
+        hint = (". The layer seems to run only on a GPU: layercheck runs it on the CPU unless told otherwise; check "
+                "it there with --on cuda (a spec's on: cuda)")
     return CheckFailed(f"{prefix}{exc}{hint}", blocking=blocking, phase=exc.phase, traceback=exc.trace, **details)
+
+
+# What a layer that needs a GPU raises on the CPU: torch without CUDA, a CUDA tensor made inside
+# forward meeting a CPU input, Triton refusing a CPU pointer, a CUDA extension's own check.
+_NEEDS_GPU = re.compile(r"cuda|triton|nvidia|expected all tensors to be on the same device", re.IGNORECASE)
 
 
 @contextlib.contextmanager

@@ -30,8 +30,8 @@ class Invocation:
     ``target``: the command line's spelling (a spec file, or ``file.py:Class`` /
     ``module:Class``), None when only Python can name the layer. ``spec``: the target is a
     spec file, which carries its own layouts, arguments and tolerances. ``tolerance``,
-    ``devices``, ``enable``: options given on the command line or to the API (a spec's own
-    are in the spec)."""
+    ``devices``, ``enable``, ``on``: options given on the command line or to the API (a
+    spec's own are in the spec)."""
 
     target: str | None
     spec: bool = False
@@ -43,6 +43,7 @@ class Invocation:
     devices: tuple[str, ...] = ()
     enable: tuple[str, ...] = ()
     constants: Mapping[str, Any] = field(default_factory=dict)  # plain keyword values of the call
+    on: str | None = None  # the device the suite runs on (--on), when not the CPU by default
     version: str = __version__
 
     @property
@@ -90,6 +91,8 @@ class Invocation:
             words += ["--device", device]
         for enabled in self.enable:
             words += ["--enable", enabled]
+        if self.on is not None:
+            words += ["--on", self.on]
         return words
 
     def python(self, selector: str) -> str:
@@ -103,6 +106,8 @@ class Invocation:
             parts.append(f"tolerance={dict(self.tolerance)!r}")
         if self.devices:
             parts.append(f"devices={list(self.devices)!r}")
+        if self.on is not None:
+            parts.append(f"on={self.on!r}")
         return f"layercheck.check_layer({', '.join(parts)})"
 
 

@@ -37,6 +37,7 @@ from layercheck.errors import (
     LayerRaised,
     LoadError,
     UsageError,
+    layer_failure,
 )
 from layercheck.frames import user_trace
 from layercheck.invocation import Invocation
@@ -45,7 +46,7 @@ from layercheck.loading import resolve
 from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select, selector
 from layercheck.result import CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
-from layercheck.subject import Target, accelerators
+from layercheck.subject import Target, accelerators, full_float32
 
 Progress = Callable[[str, str, int, int], None]
 """Called before each check runs: (target name, "check[variant]", index, total)."""
@@ -63,6 +64,7 @@ class Options:
     skip: tuple[str, ...] = ()
     enable: tuple[str, ...] = ()
     devices: tuple[str, ...] = ()
+    on: str | None = None  # the device every target is checked on (--on); overrides a spec's on:
     tolerance: Mapping[str, float] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT
     timeout_total: float | None = None  # the whole run's limit (--timeout-total)
@@ -94,21 +96,28 @@ class Listener:
         """A check has its result (already in ``record``)."""
 
 
-def check_devices(devices: Sequence[str]) -> None:
+def check_devices(devices: Sequence[str], option: str = "--device") -> None:
     """A device the user asked for must exist here: one torch does not know, or an accelerator
-    this machine lacks, is a UsageError (exit 2), not a skipped check and a green run."""
+    this machine lacks, is a UsageError (exit 2), not a skipped check and a green run.
+    ``option`` names where it was asked for (``--device``, ``--on``, a spec's ``on:``)."""
     present = accelerators()
     for text in devices:
         try:
             dev = torch.device(text)
         except RuntimeError as exc:
-            raise UsageError(f"--device {text!r}: not a device torch knows ({str(exc).splitlines()[0]})") from None
+            raise UsageError(f"{option} {text!r}: not a device torch knows ({str(exc).splitlines()[0]})") from None
         if dev.type == "cpu":
             continue
         if not any(torch.device(name).type == dev.type and (dev.index is None or torch.device(name) == dev)
                    for name in present):
-            raise UsageError(f"--device {text}: not present on this machine (accelerators here: "
+            raise UsageError(f"{option} {text}: not present on this machine (accelerators here: "
                              f"{', '.join(present) or 'none'})")
+
+
+def on_of(spec: TargetSpec | None, options: Options) -> str | None:
+    """The device a target is checked on: the command line's --on, else the spec's on:, else
+    None (the CPU)."""
+    return options.on if options.on is not None else (spec.on if spec is not None else None)
 
 
 def environment() -> dict[str, Any]:
@@ -125,16 +134,18 @@ def invocation_of(spec: TargetSpec, options: Options) -> Invocation:
     seed, tolerance = seed_of(spec, options), dict(options.tolerance)
     if spec.source is not None:
         return Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance, devices=options.devices,
-                          enable=options.enable)
+                          enable=options.enable, on=options.on)  # a spec's own on: is in the spec
     return Invocation(spec.layer, layouts=spec.inputs, args=spec.args, kwargs=dict(spec.kwargs), seed=seed,
-                      tolerance=tolerance, devices=options.devices, enable=options.enable, constants=spec.constants)
+                      tolerance=tolerance, devices=options.devices, enable=options.enable, constants=spec.constants,
+                      on=on_of(spec, options))
 
 
 def make_target(spec: TargetSpec, options: Options) -> Target:
     """Resolve the spec's layer class; raises LoadError when it cannot be imported."""
     cls = resolve(spec.layer, base_dir=spec.base_dir)
     return Target(cls, spec.inputs, args=spec.args, kwargs=dict(spec.kwargs), seed=seed_of(spec, options),
-                  name=spec.name, invocation=invocation_of(spec, options), constants=spec.constants)
+                  name=spec.name, invocation=invocation_of(spec, options), constants=spec.constants,
+                  on=on_of(spec, options))
 
 
 def plan_for(spec: TargetSpec | None, options: Options) -> list[Planned]:
@@ -379,7 +390,10 @@ def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None,
     """Call one check and capture its outcome and time as a record; the flag says whether
     the outcome blocks the checks that require this one (CheckFailed.blocking)."""
     start = time.perf_counter()
-    with contained(capture=options.contained) as effects:
+    # a layer checked on CUDA (--on) runs with TF32 off: its float32 results are compared with
+    # float64 and with the CPU, where TF32's 10-bit mantissa looks like a bug
+    precision = full_float32() if ctx.target.home.type == "cuda" else contextlib.nullcontext()
+    with contained(capture=options.contained) as effects, precision:
         status, message, details, blocking = _outcome(info, ctx, timeout=timeout, options=options)
     message, details = effects.annotate(message, details)
     if status in (Status.FAILED, Status.ERROR):
@@ -407,8 +421,9 @@ def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
     except CheckSkipped as exc:
         status, message = Status.SKIPPED, str(exc)
     except LayerRaised as exc:
-        status, message, blocking, caught = Status.FAILED, f"{exc}", True, exc
-        details = {"phase": exc.phase, "traceback": exc.trace}
+        failure = layer_failure(exc, blocking=True)  # its message and details, with a hint where one applies
+        status, message, blocking, caught = Status.FAILED, failure.message, True, exc
+        details = dict(failure.details)
     except CheckTimeout:
         assert timeout is not None
         status, message, blocking = Status.ERROR, timeout_message(timeout, label(info.id, ctx.variant)), True

@@ -82,6 +82,7 @@ from layercheck.subject import (
     Target,
     accelerators,
     custom_functions,
+    full_float32,
     seeded,
     tensors_in,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "failing",
     "forward_is_random",
     "forward_run",
+    "full_float32",
     "gradient_norm_floor",
     "identical",
     "input_change",

@@ -14,7 +14,7 @@ from layercheck.inputs import InputSpec, input_from_mapping
 from layercheck.layout import Layout
 from layercheck.registry import DTYPE_NAMES
 
-_KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance")
+_KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance", "on")
 _CHECK_KEYS = ("skip", "enable")
 _SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -34,6 +34,7 @@ class TargetSpec:
     base_dir: Path = field(default_factory=Path.cwd)
     source: Path | None = None
     constants: Mapping[str, Any] = field(default_factory=dict)  # plain keyword values of the call
+    on: str | None = None  # the device the suite runs the layer on (on:), the CPU when None
 
     @property
     def layouts(self) -> tuple[Layout, ...]:
@@ -147,8 +148,12 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
         _expect(data, "tolerance", dict, where, "a mapping dtype -> tolerance", default={}),
         f"{where}: tolerance",
     )
+    on = _expect(data, "on", str, where, "a device such as cuda or cuda:1", default=None)
+    if on is not None:
+        on = parse_device(on, f"{where}: on")
     base_dir = source.parent if source is not None else Path.cwd()
     return TargetSpec(
+        on=on,
         layer=layer.strip(),
         inputs=tuple(tensors),
         constants=constants,
@@ -161,6 +166,17 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
         base_dir=base_dir,
         source=source,
     )
+
+
+def parse_device(text: str, where: str) -> str:
+    """A device name torch knows (``cuda``, ``cuda:1``, ``cpu``), as torch spells it; whether
+    this machine has it is asked when the run starts. Raises UsageError (a SpecError in a spec)."""
+    import torch  # only here: the command line reads specs before it imports torch
+
+    try:
+        return str(torch.device(text.strip()))
+    except (RuntimeError, ValueError) as exc:
+        raise SpecError(f"{where}: {text!r} is not a device torch knows ({str(exc).splitlines()[0]})") from None
 
 
 def parse_tolerance(data: Mapping[Any, object], where: str) -> dict[str, float]:

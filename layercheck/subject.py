@@ -51,9 +51,12 @@ class Target:
         name: str | None = None,
         invocation: Invocation | None = None,
         constants: Mapping[str, Any] | None = None,
+        on: torch.device | str | None = None,
     ) -> None:
         """``layouts``: one per tensor input, positional ones first (a bare Layout is a standard-
-        normal input of the check's dtype); ``constants``: plain keyword arguments of the call."""
+        normal input of the check's dtype); ``constants``: plain keyword arguments of the call;
+        ``on``: the device every check runs the layer and its inputs on unless it asks for
+        another (``--on``; the CPU by default)."""
         kind = kind_of(layer)
         if kind is None:
             raise LoadError(f"{display_name(layer)} is not a torch.nn.Module or torch.autograd.Function subclass, a "
@@ -71,11 +74,12 @@ class Target:
         self.args = tuple(args)
         self.kwargs = dict(kwargs or {})
         self.seed = seed
+        self.home = torch.device(on) if on is not None else torch.device("cpu")
         self.name = name or display_name(self.cls)
         if invocation is None:  # a layer built in Python: the command line can name its class at best
             reference = None if self.instance is not None else class_reference(_defined(self.cls))
             invocation = Invocation(reference, layouts=self.specs, args=self.args, kwargs=self.kwargs, seed=seed,
-                                    constants=self.constants)
+                                    constants=self.constants, on=None if on is None else str(self.home))
         self.invocation = invocation
         self._pristine: nn.Module | None = None
         self._base_inputs: list[torch.Tensor] | None = None
@@ -118,8 +122,7 @@ class Target:
         if self.kind != "module":
             return None
         if self._pristine is None:
-            layer = self.construct()
-            assert layer is not None
+            layer = self._at_home(self.construct())
             initialize(layer, self, self.seed)
             self._pristine = layer
         return self._pristine
@@ -130,21 +133,27 @@ class Target:
         moved as asked. Only an instance handed to the Python API, which nothing can construct
         again, is deep-copied instead."""
         pristine = self.pristine()
+        where = torch.device(device) if device is not None else self.home
         layer: nn.Module | None = None
         if pristine is not None:
             layer = self._another(pristine)
-            if dtype is not None or device is not None:
-                layer = layer.to(device=device, dtype=dtype)
-        return Subject(self, layer, dtype=dtype, device=torch.device(device) if device is not None else None)
+            if dtype is not None or where != self.home:
+                layer = layer.to(device=where, dtype=dtype)
+        return Subject(self, layer, dtype=dtype, device=where)
 
     def _another(self, pristine: nn.Module) -> nn.Module:
         if self.instance is not None:
             return copy.deepcopy(pristine)  # the instance was copied once already (construct)
-        layer = self.construct()
-        assert layer is not None
+        layer = self._at_home(self.construct())
         initialize(layer, self, self.seed)
         _load_tensors(layer, pristine)
         return layer
+
+    def _at_home(self, layer: nn.Module | None) -> nn.Module:
+        """A constructed layer moved to the device the checks run on (``--on``), before
+        ``initialize`` or a lazy first call, which then run there too."""
+        assert layer is not None
+        return layer if self.home.type == "cpu" else layer.to(self.home)
 
     # -- inputs -----------------------------------------------------------------------------
 
@@ -158,9 +167,10 @@ class Target:
         """The layouts of the positional inputs: what ``initialize`` receives."""
         return tuple(spec.layout for spec in self.specs if spec.name is None)
 
-    def base_inputs(self, dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu", *,
+    def base_inputs(self, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None, *,
                     seed: int | None = None) -> list[torch.Tensor]:
-        """The generated inputs, one per input spec, as new tensors on ``device``: floating ones
+        """The generated inputs, one per input spec, as new tensors on ``device`` (the target's
+        own, ``--on``, by default): floating ones
         that follow the check's dtype in ``dtype``, the others in their own dtype. ``seed``
         draws another set of inputs, each as its spec says."""
         if seed is not None:
@@ -169,12 +179,13 @@ class Target:
             if self._base_inputs is None:
                 self._base_inputs = [draw(spec, self.seed * 1_000_003 + i) for i, spec in enumerate(self.specs)]
             drawn = self._base_inputs
+        device = self.home if device is None else device
         return [x.to(device=device, dtype=input_dtype(spec, dtype), copy=True) for spec, x in zip(self.specs, drawn)]
 
     def inputs(
         self,
         dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
+        device: torch.device | str | None = None,
         *,
         requires_grad: bool = False,
         seed: int | None = None,
@@ -281,7 +292,7 @@ class Subject:
         self.target = target
         self.module = module
         self.dtype = dtype or torch.float32
-        self.device = device or torch.device("cpu")
+        self.device = device or target.home
         self.fed: list[Any] = []  # the inputs of the last call as the layer got them
 
     @property
@@ -327,7 +338,7 @@ class Subject:
             try:
                 return fn(*positional, **keywords)
             except Exception as exc:
-                raise LayerRaised(mode.value, exc, user_trace(exc)) from exc
+                raise LayerRaised(mode.value, exc, user_trace(exc), device=self.device.type) from exc
 
     def predict(self, inputs: Sequence[torch.Tensor], **kw: Any) -> Any:
         return self.call(Mode.PREDICT, inputs, **kw)
@@ -560,6 +571,33 @@ def has_uninitialized_parameters(layer: nn.Module) -> bool:
     from torch.nn.parameter import is_lazy
 
     return any(is_lazy(p) for p in layer.parameters()) or any(is_lazy(b) for b in layer.buffers())
+
+
+@contextlib.contextmanager
+def full_float32() -> Iterator[None]:
+    """Full float32 precision in CUDA matmul and cuDNN inside the block (TF32 off); the
+    user's settings are restored. TF32 keeps 10 mantissa bits: against the CPU, or against
+    float64, it looks like a bug. The ``device`` check compares under it, and every check of a
+    layer checked on CUDA (``--on cuda``) runs under it."""
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        # torch >= 2.9: the per-backend API; mixing it with allow_tf32 raises, so use only it
+        cudnn: Any = torch.backends.cudnn  # its conv and rnn sub-backends are missing from torch's stubs
+        backends = [torch.backends.cuda.matmul, cudnn.conv, cudnn.rnn]
+        saved = [b.fp32_precision for b in backends]
+        try:
+            for b in backends:
+                b.fp32_precision = "ieee"
+            yield
+        finally:
+            for b, value in zip(backends, saved):
+                b.fp32_precision = value
+        return
+    saved_flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved_flags
 
 
 @contextlib.contextmanager

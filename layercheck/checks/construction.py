@@ -59,7 +59,7 @@ def factory_kwargs(ctx: Context) -> str:
     parameter and buffer to be there — after the constructor and again after ``initialize`` (or a
     lazy module's first call), which must honour them too (PyTorch's ``test_factory_kwargs``).
     Then rebuilds the meta-constructed layer as FSDP's deferred initialisation does:
-    ``to_empty(device="cpu")`` (every tensor filled with NaN here, so that nothing can pass on
+    ``to_empty`` on the CPU, or on the ``--on`` device (every tensor filled with NaN here, so that nothing can pass on
     leftover memory) and ``reset_parameters()`` of every module that defines one; every
     parameter must be set again and predict must give finite outputs. The rebuild is tried when
     the layer itself, or every module that owns parameters or buffers, defines
@@ -219,7 +219,7 @@ def _rebuild(ctx: Context, layer: nn.Module) -> str:
                 "defines no reset_parameters")
     if _has_lazy(layer):
         return "to_empty + reset_parameters not tried: parameters are still uninitialised (lazy) on meta"
-    layer.to_empty(device="cpu")
+    layer.to_empty(device=ctx.target.home)  # the CPU, or the device of --on
     with torch.no_grad():
         for _, _, t in _tensors(layer):
             if t.dtype.is_floating_point:

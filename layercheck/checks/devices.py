@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 
@@ -23,6 +21,7 @@ from layercheck.sdk import (
     failing,
     forward_is_random,
     forward_run,
+    full_float32,
     layer_failure,
     output_names,
     path_allowance,
@@ -55,14 +54,41 @@ def device(ctx: Context) -> str:
     fails on the GPU only, after the CPU tests passed; one with a device-specific code
     path can compute something else there. Fix: create tensors with ``device=x.device``
     (or ``torch.zeros_like``, ``x.new_zeros``), register constants as buffers.
+
+    With ``--on DEVICE`` every check runs the layer there; this check then compares that
+    device with the CPU where the layer runs on the CPU too, and is skipped, saying so, where
+    it does not (a Triton kernel, a CUDA extension).
     """
+    home = ctx.target.home
+    if home.type != "cpu":
+        return _home_against_cpu(ctx, home)
     chosen = _chosen_devices(ctx)
     random: set[str] = set()
     for dev in chosen:
-        with _tf32_off():
+        with full_float32():
             random |= _compare_on(ctx, dev)
     note = f" (values of {' and '.join(sorted(random))} differ: the layer draws random numbers)" if random else ""
     return f"on {', '.join(map(str, chosen))}: outputs, gradients and state stay there and agree with the CPU{note}"
+
+
+def _home_against_cpu(ctx: Context, home: torch.device) -> str:
+    """``--on DEVICE``: the layer on that device (where every other check ran it) against the
+    CPU, both run here with full float32 precision."""
+    if ctx.variant and not _same_device(torch.device(ctx.variant), home):
+        raise CheckSkipped(f"the layer is checked on {home} (--on): {ctx.variant} is not compared")
+    try:
+        cpu_predicted = predict_run(ctx.fresh(device="cpu"))
+        cpu_forwarded = forward_run(ctx, ctx.fresh(device="cpu"))
+    except LayerRaised as exc:
+        raise CheckSkipped(f"the layer is checked on {home} (--on) and does not run on the CPU ({exc}): there is "
+                           f"nothing to compare its results on {home} with") from exc
+    with full_float32(), failing(f"on {home}"):
+        predicted = predict_run(ctx.fresh())
+        forwarded = forward_run(ctx, ctx.fresh())
+    _assert_runs_on(home, predicted, forwarded)
+    random = _against_cpu(ctx, home, (cpu_predicted, cpu_forwarded), (predicted, forwarded))
+    note = f" (values of {' and '.join(sorted(random))} differ: the layer draws random numbers)" if random else ""
+    return f"on {home} (--on): outputs, gradients and state stay there and agree with the CPU{note}"
 
 
 def _chosen_devices(ctx: Context) -> list[torch.device]:
@@ -100,12 +126,18 @@ def _compare_on(ctx: Context, dev: torch.device) -> set[str]:
         predicted = predict_run(ctx.fresh(device=dev))
         forwarded = forward_run(ctx, ctx.fresh(device=dev))
     _assert_runs_on(dev, predicted, forwarded)
+    return _against_cpu(ctx, dev, (reference_predict(ctx), reference_forward(ctx)), (predicted, forwarded))
+
+
+def _against_cpu(ctx: Context, dev: torch.device, cpu: tuple[Run, Run], other: tuple[Run, Run]) -> set[str]:
+    """Compare the (predict, forward) runs on ``dev`` with those on the CPU; returns the modes
+    whose values differ because the layer draws random numbers."""
     random = set()
-    for mode, cpu, other, is_random in (
-        ("predict", reference_predict(ctx), predicted, lambda: predict_is_random(ctx)),
-        ("forward", reference_forward(ctx), forwarded, lambda: forward_is_random(ctx)),
+    for mode, on_cpu, on_dev, is_random in (
+        ("predict", cpu[0], other[0], lambda: predict_is_random(ctx)),
+        ("forward", cpu[1], other[1], lambda: forward_is_random(ctx)),
     ):
-        names, expected, actual = comparable(cpu, other)
+        names, expected, actual = comparable(on_cpu, on_dev)
         if not assert_same_unless_random(expected, actual, random=is_random, names=names,
                                          allowance=path_allowance(ctx, FORWARD if mode == "forward" else PREDICT),
                                          what=f"{mode} on {dev} vs the CPU"):
@@ -134,31 +166,6 @@ def _assert_on(dev: torch.device, names: Sequence[str], tensors: Sequence[torch.
 
 def _same_device(a: torch.device, b: torch.device) -> bool:
     return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
-
-
-@contextlib.contextmanager
-def _tf32_off() -> Iterator[None]:
-    """Full float32 precision in matmul and cuDNN for the comparison; the user's settings
-    are restored. TF32 keeps 10 mantissa bits: against the CPU it looks like a bug."""
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        # torch >= 2.9: the per-backend API; mixing it with allow_tf32 raises, so use only it
-        cudnn: Any = torch.backends.cudnn  # its conv and rnn sub-backends are missing from torch's stubs
-        backends = [torch.backends.cuda.matmul, cudnn.conv, cudnn.rnn]
-        saved = [b.fp32_precision for b in backends]
-        try:
-            for b in backends:
-                b.fp32_precision = "ieee"
-            yield
-        finally:
-            for b, value in zip(backends, saved):
-                b.fp32_precision = value
-        return
-    saved_flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved_flags
 
 
 # -- meta_device ------------------------------------------------------------------------------

@@ -89,8 +89,12 @@ def autocast(ctx: Context) -> str:
     ``@torch.amp.custom_bwd(device_type=...)``; keep parameters float32 (autocast casts copies).
     """
     device_type = ctx.variant
+    home = ctx.target.home
+    if home.type != "cpu" and device_type != home.type:
+        raise CheckSkipped(f"the layer is checked on {home} (--on): autocast is checked there "
+                           f"(autocast:{home.type}), not on {device_type}")
     dtype = _AUTOCAST_DTYPE[device_type]
-    device = None if device_type == "cpu" else next(a for a in accelerators() if a.startswith(device_type))
+    device = home if device_type == home.type else next(a for a in accelerators() if a.startswith(device_type))
     where = f"under torch.autocast({device_type!r}, dtype=torch.{dtype_name(dtype)})"
     allowed = {torch.float32, dtype}
     explain = functools.partial(_amp_hint, ctx, device_type)  # asked only when something fails

@@ -144,7 +144,9 @@ class GradientFunction:
         self.fn = fn
         self.cotangents = list(cotangents)
         self.outputs = [k for k, w in enumerate(self.cotangents) if w is not None]
-        self.contraction = torch.cat([u.detach().to(torch.float64).reshape(-1) for u in contraction])
+        # on the layer's device (--on), where the first gradient it contracts is
+        self.contraction = torch.cat([u.detach().to(torch.float64).reshape(-1)
+                                      for u in contraction]).to(fn.subject.device)
         self.point = list(fn.point) + [self.cotangents[k].detach() for k in self.outputs]  # type: ignore[union-attr]
         self.names = list(fn.names) + [f"grad_output {k}" for k in self.outputs]
         self.domains = list(fn.domains) + [None] * len(self.outputs)
