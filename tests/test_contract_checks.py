@@ -14,13 +14,13 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from layercheck.checks.devices import _tf32_off, accelerators
+from layercheck.checks.devices import accelerators
 from layercheck.cli import app
 from layercheck.layout import Layout
 from layercheck.registry import get, select
 from layercheck.result import CheckResult, RunReport, Status
 from layercheck.runner import run_target
-from layercheck.subject import Target
+from layercheck.subject import Target, full_float32
 
 from conftest import ROOT, run_zoo
 
@@ -121,7 +121,7 @@ def test_device_that_is_not_here_is_a_skip_not_an_error() -> None:
 def test_tf32_is_off_inside_the_comparison_and_restored_after() -> None:
     matmul = torch.backends.cuda.matmul
     before = matmul.fp32_precision
-    with _tf32_off():
+    with full_float32():
         assert matmul.fp32_precision == "ieee" and torch.backends.cudnn.conv.fp32_precision == "ieee"
     assert matmul.fp32_precision == before
 
