@@ -116,7 +116,7 @@ def _shares(regions: Sequence[Region], value: torch.Tensor) -> str:
 
 
 def _value_bins(value: torch.Tensor, slot: int, low: float, high: float) -> list[Region]:
-    inside = value[(value >= low) & (value <= high)].reshape(-1).to(torch.float64)
+    inside = value[(value >= low) & (value <= high)].reshape(-1).to("cpu", torch.float64)  # beside its CPU quantiles
     if inside.numel() > 100_000:
         gen = torch.Generator().manual_seed(slot)
         inside = inside[torch.randint(inside.numel(), (100_000,), generator=gen)]
