@@ -12,12 +12,15 @@ result (:func:`out_of_memory`), instead of the machine swapping or the whole too
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from layercheck.errors import UsageError
 from layercheck.layout import Layout
@@ -189,11 +192,99 @@ def out_of_memory(exc: BaseException) -> BaseException | None:
 _OOM_TEXTS = ("can't allocate memory", "out of memory", "std::bad_alloc", "Cannot allocate memory")
 
 
+# -- measuring what a check used ------------------------------------------------------------------
+
+
+@dataclass
+class Peak:
+    """What one block of code used at most, above what the process held when it began: its
+    resident memory (``host``) and, where it used an accelerator, the accelerator's allocated
+    memory (``device``); None where it could not be measured."""
+
+    host: int | None = None
+    device: int | None = None
+
+    @property
+    def total(self) -> int | None:
+        if self.host is None and self.device is None:
+            return None
+        return (self.host or 0) + (self.device or 0)
+
+
+# The highest resident memory seen by any measurement in this process (bytes): measuring a
+# block resets the kernel's own high-water mark (VmHWM), so the process's peak is kept here.
+_highest = 0
+
+
+@contextlib.contextmanager
+def measure_peak() -> Iterator[Peak]:
+    """Measure the block's peak memory. On Linux the kernel's high-water mark of this process's
+    resident set is reset (``/proc/self/clear_refs``) and read back after the block (the growth
+    above the resident set at its start); an accelerator's peak is torch's allocated peak
+    (``torch.cuda.max_memory_allocated``), when CUDA is in use."""
+    peak = Peak()
+    start = _reset_high_water()
+    cuda = _cuda()
+    held = {}
+    if cuda is not None:
+        for index in range(cuda.device_count()):
+            held[index] = cuda.memory_allocated(index)
+            cuda.reset_peak_memory_stats(index)
+    try:
+        yield peak
+    finally:
+        high = _high_water()
+        if start is not None and high is not None:
+            peak.host = max(0, high - start)
+        cuda = _cuda()  # initialised by the block, maybe
+        if cuda is not None:
+            peak.device = max(0, sum(cuda.max_memory_allocated(index) - held.get(index, 0)
+                                     for index in range(cuda.device_count())))
+
+
+def highest_resident() -> int | None:
+    """The highest resident memory of this process seen so far (bytes), measurements included."""
+    high = _high_water()
+    return None if high is None else max(high, _highest)
+
+
+def _reset_high_water() -> int | None:
+    """Reset the kernel's high-water mark of the resident set to the resident set now, and
+    return it (bytes); None where that is not possible (not Linux, or /proc not writable)."""
+    global _highest
+    high = _high_water()
+    if high is None:
+        return None
+    _highest = max(_highest, high)
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None
+    return _status_bytes("VmRSS")
+
+
+def _high_water() -> int | None:
+    return _status_bytes("VmHWM")
+
+
+def _status_bytes(key: str) -> int | None:
+    found = re.search(rf"^{key}:\s+(\d+) kB", _read("/proc/self/status") or "", re.MULTILINE)
+    return int(found.group(1)) * 1024 if found else None
+
+
+def _cuda() -> Any:
+    """``torch.cuda`` where this process has initialised CUDA; None otherwise (measuring must
+    neither import torch nor initialise CUDA)."""
+    torch: Any = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    return torch.cuda
+
+
 def _writable_bytes() -> int | None:
     """This process's private writable memory (VmData), as RLIMIT_DATA counts it."""
-    status = _read("/proc/self/status")
-    found = re.search(r"^VmData:\s+(\d+) kB", status or "", re.MULTILINE)
-    return int(found.group(1)) * 1024 if found else None
+    return _status_bytes("VmData")
 
 
 def _read(path: str) -> str | None:

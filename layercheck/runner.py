@@ -379,13 +379,13 @@ def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None,
     """Call one check and capture its outcome and time as a record; the flag says whether
     the outcome blocks the checks that require this one (CheckFailed.blocking)."""
     start = time.perf_counter()
-    with contained(capture=options.contained) as effects:
+    with limits.measure_peak() as peak, contained(capture=options.contained) as effects:
         status, message, details, blocking = _outcome(info, ctx, timeout=timeout, options=options)
     message, details = effects.annotate(message, details)
     if status in (Status.FAILED, Status.ERROR):
         details.setdefault("reproduce", ctx.reproduce)
     return (CheckResult(info.id, ctx.variant, status, time.perf_counter() - start, message, details,
-                        tuple(ctx.notes)), blocking)
+                        tuple(ctx.notes), peak.total), blocking)
 
 
 def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
