@@ -243,9 +243,45 @@ def measure_peak() -> Iterator[Peak]:
 
 
 def highest_resident() -> int | None:
-    """The highest resident memory of this process seen so far (bytes), measurements included."""
+    """The highest resident memory of this process (bytes) since it began or since
+    :func:`reset_highest`, measurements included."""
     high = _high_water()
     return None if high is None else max(high, _highest)
+
+
+def reset_highest() -> None:
+    """Start :func:`highest_resident` afresh from the resident memory now."""
+    global _highest
+    _reset_high_water()
+    _highest = resident() or 0
+
+
+def resident() -> int | None:
+    """This process's resident memory now (bytes); None where it cannot be read."""
+    return _status_bytes("VmRSS")
+
+
+# glibc's mallopt parameter for the size from which an allocation is mapped on its own
+_M_MMAP_THRESHOLD = -3
+
+
+def track_freed_memory(threshold: int = 1 << 20) -> bool:
+    """Have glibc map every allocation of ``threshold`` bytes or more on its own, so that
+    freeing it gives it back to the system at once; whether that was set (glibc only).
+
+    By default glibc raises that threshold to the size of a large block once it is freed (up
+    to 32 MiB), after which tensors of that size come from the heap and stay resident when
+    freed: the resident set then measures what was once alive, not what is, and a check's
+    peak hides in the memory a previous one left. Called before torch allocates, it makes
+    resident memory follow live tensors (:func:`measure_peak`) and hands a check's memory
+    back when it ends."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, threshold))
+    except (OSError, AttributeError):  # not glibc
+        return False
 
 
 def _reset_high_water() -> int | None:
@@ -261,7 +297,7 @@ def _reset_high_water() -> int | None:
             f.write("5")
     except OSError:
         return None
-    return _status_bytes("VmRSS")
+    return resident()
 
 
 def _high_water() -> int | None:

@@ -171,6 +171,11 @@ class BackwardRecorder:
 
 # -- the shared runs ---------------------------------------------------------------------------
 
+# The checks that read the gradient check's shared runs (each holds full-size inputs, outputs
+# and gradients): once they have all run, the runner lets the runs go (Context.shared).
+_FLOAT32_READERS = ("backward_runs", "backward_size", "gradients", "needs_input_grad")
+_READERS = ("backward_size", "gradients", "gradgrad", "forward_ad")  # the float64 runs
+
 
 @dataclass
 class Analytic:
@@ -230,7 +235,8 @@ def _analytic(ctx: Context, subject: Subject, inputs: list[torch.Tensor] | None 
 
 def float32_run(ctx: Context) -> Analytic:
     """The float32 forward and backward shared by the four gradient checks."""
-    return ctx.shared("layercheck.gradients.float32", lambda: _analytic(ctx, ctx.fresh(torch.float32)))
+    return ctx.shared("layercheck.gradients.float32", lambda: _analytic(ctx, ctx.fresh(torch.float32)),
+                      readers=_FLOAT32_READERS)
 
 
 def float64_run(ctx: Context) -> Analytic:
@@ -238,7 +244,7 @@ def float64_run(ctx: Context) -> Analytic:
     and what ``backward_size`` reads a hand-written backward's float64 dtypes from.
     Raises LayerRaised when the float64 forward raises."""
     return ctx.shared("layercheck.gradients.float64.analytic",
-                      lambda: _analytic(ctx, ctx.fresh(torch.float64), traced=True))
+                      lambda: _analytic(ctx, ctx.fresh(torch.float64), traced=True), readers=_READERS)
 
 
 @dataclass
@@ -291,7 +297,7 @@ def float64_reference(ctx: Context) -> Reference:
         _skip_unless_finite(ctx, run, "float64")
         return _judged(ctx, fn, run, traced=analytic.trace)
 
-    return ctx.shared("layercheck.gradients.float64", build)
+    return ctx.shared("layercheck.gradients.float64", build, readers=_READERS)
 
 
 # Note [float32 reference]
@@ -388,7 +394,7 @@ def second_draw_reference(ctx: Context) -> Reference | None:
             return None  # the first draw is judged; this one has nothing to add
         return _judged(ctx, analytic.fn, run)
 
-    return ctx.shared("layercheck.gradients.float64.second_draw", build)
+    return ctx.shared("layercheck.gradients.float64.second_draw", build, readers=_READERS)
 
 
 # Note [second call]
@@ -411,7 +417,7 @@ def eval_reference(ctx: Context) -> Reference:
         fn = LayerFunction(subject, subject.inputs(), mode=Mode.EVAL)
         return _judged(ctx, fn, fn.gradient(lambda outputs: cotangents(ctx, outputs)))
 
-    return ctx.shared("layercheck.gradients.float64.eval", build)
+    return ctx.shared("layercheck.gradients.float64.eval", build, readers=_READERS)
 
 
 def held_constant(ctx: Context, ref: Reference) -> str | None:
@@ -450,7 +456,7 @@ def second_call_reference(ctx: Context) -> Reference | None:
         analytic = _analytic(ctx, subject)
         return _judged(ctx, analytic.fn, analytic.check_ran())
 
-    return ctx.shared("layercheck.gradients.float64.second", build)
+    return ctx.shared("layercheck.gradients.float64.second", build, readers=_READERS)
 
 
 def _graph_and_outputs(subject: Subject) -> tuple[tuple[str, ...], tuple[bytes, ...]]:

@@ -77,6 +77,9 @@ class LayerFunction:
             with around(slots) if around is not None else nullcontext():
                 raw = self.subject.call(self.mode, inputs)
         finally:
+            # what the layer got (input copies) is no one's here: held, it would keep a
+            # full-size copy alive as long as the function (the shared gradient references)
+            self.subject.fed = []
             for (_, p), flag in zip(self.parameters, flags):
                 p.requires_grad_(flag)
         return Outputs.of(raw).floating, leaves + [p for _, p in self.parameters]
