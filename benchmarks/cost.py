@@ -4,13 +4,16 @@ suite's peak memory grows from the small size to the large one (issue 18).
 
     python benchmarks/cost.py [--small 24,24,20,128:SSCB] [--large 48,48,20,128:SSCB] [--repeat 3]
 
-The first suite of the process runs cold, before anything else has touched torch, at the small
-size: it is the first target of a process (start-up included). Then, per size and repetition,
-one float64 forward+backward is measured right before a warm suite, and every ratio is per
-repetition, then the median. Memory is the growth of the process's resident set above what it
-held when the block began (``limits.measure_peak``), with small allocations returned to the
-system as large ones are (``limits.track_freed_memory``), so that it follows what is alive.
-``--cpu-time`` times in this process's CPU time instead of wall time (issue 12's measure).
+Two passes, each in a process of its own and each measuring its reference beside the suites.
+Time: the first suite of the process runs cold, before anything else has touched torch, at the
+small size (the first target of a process, start-up included); then, per size and repetition,
+one float64 forward+backward right before a warm suite; every ratio is per repetition, then the
+median. Memory: the same in a child process whose allocator gives every block of 1 MiB or more
+back to the system when it is freed (``limits.track_freed_memory``), so that the growth of the
+resident set (``limits.measure_peak``) follows what is alive; that costs time (every large
+allocation faults its pages in afresh: one forward+backward takes three times as long), so no
+time is read there. ``--cpu-time`` times in this process's CPU time instead of wall time
+(issue 12's measure).
 """
 
 from __future__ import annotations
@@ -31,14 +34,16 @@ sys.path.insert(0, str(ROOT))
 
 from layercheck import limits  # noqa: E402
 
-limits.track_freed_memory()  # before torch allocates anything
+MEMORY_PASS = "--memory-pass" in sys.argv
+if MEMORY_PASS:
+    limits.track_freed_memory()  # before torch allocates anything
 
 import torch  # noqa: E402
 
 from layercheck.layout import Layout  # noqa: E402
 from layercheck.loading import resolve  # noqa: E402
 from layercheck.registry import select  # noqa: E402
-from layercheck.result import RunReport  # noqa: E402
+from layercheck.result import CheckResult, RunReport  # noqa: E402
 from layercheck.runner import run_target  # noqa: E402
 from layercheck.subject import Target  # noqa: E402
 
@@ -85,23 +90,12 @@ def suite(cls: type, layout: Layout, clock: Callable[[], float]) -> tuple[RunRep
     return report, seconds, (limits.highest_resident() or 0) - start_rss
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", default="24,24,20,128:SSCB")
-    parser.add_argument("--large", default="48,48,20,128:SSCB")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--cpu-time", action="store_true", help="time in this process's CPU time")
-    parser.add_argument("--in-process", action="store_true", help="leave out the layercheck run command")
-    args = parser.parse_args()
-    clock = time.process_time if args.cpu_time else time.perf_counter
-    if args.cpu_time:
-        time.perf_counter = time.process_time  # the runner times each check with perf_counter
-    cls = resolve("layers/srelu.py:SReLU", base_dir=ROOT)
-    sizes = {"small": Layout.parse(args.small), "large": Layout.parse(args.large)}
-
+def measure(cls: type, sizes: dict[str, Layout], repeat: int,
+            clock: Callable[[], float]) -> tuple[float, dict[str, Measured]]:
+    """The cold first suite's seconds, then per size the repetitions."""
     _, cold_seconds, _ = suite(cls, sizes["small"], clock)
     measured = {name: Measured() for name in sizes}
-    for _ in range(args.repeat):
+    for _ in range(repeat):
         for name, layout in sizes.items():
             m = measured[name]
             seconds, peak = forward_backward(cls, layout, clock)
@@ -111,14 +105,52 @@ def main() -> None:
             m.suites.append(report)
             m.suite_seconds.append(seconds)
             m.suite_peak.append(peak)
+    return cold_seconds, measured
+
+
+def memory_pass(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
+    """The memory figures, from a child process that runs this script with ``--memory-pass``:
+    per size, the forward+backward's and the suite's peaks, and each check's (by check:variant)."""
+    command = [sys.executable, "-W", "ignore", __file__, "--memory-pass", "--small", args.small, "--large", args.large,
+               "--repeat", str(args.repeat)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    figures: dict[str, dict[str, list[float]]] = json.loads(done.stdout)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", default="24,24,20,128:SSCB")
+    parser.add_argument("--large", default="48,48,20,128:SSCB")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--cpu-time", action="store_true", help="time in this process's CPU time")
+    parser.add_argument("--in-process", action="store_true", help="leave out the layercheck run command")
+    parser.add_argument("--memory-pass", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    if args.cpu_time:
+        time.perf_counter = time.process_time  # the runner times each check with perf_counter
+    cls = resolve("layers/srelu.py:SReLU", base_dir=ROOT)
+    sizes = {"small": Layout.parse(args.small), "large": Layout.parse(args.large)}
+    if args.memory_pass:
+        _, measured = measure(cls, sizes, args.repeat, clock)
+        print(json.dumps({name: {"fb": m.fb_peak, "suite": m.suite_peak,
+                                 **{_key(r): [run.results[i].peak_memory or 0 for run in m.suites]
+                                    for i, r in enumerate(m.suites[0].results)}}
+                          for name, m in measured.items()}))
+        return
+    memory = memory_pass(args)
+    cold_seconds, measured = measure(cls, sizes, args.repeat, clock)
 
     clock_name = "CPU time" if args.cpu_time else "wall time"
     print(f"SReLU, torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.repeat} repetitions, "
           f"{clock_name}; x f+b: a multiple of one float64 forward+backward of the same size (medians)")
+    fb_peak = {name: statistics.median(memory[name]["fb"]) for name in sizes}
+    fb_growth = fb_peak["large"] - fb_peak["small"]
     for name, layout in sizes.items():
-        m = measured[name]
-        print(f"{name} {layout}: one float64 forward+backward {statistics.median(m.fb_seconds) * 1e3:.1f} ms, "
-              f"{statistics.median(m.fb_peak) / MB:.1f} MB")
+        print(f"{name} {layout}: one float64 forward+backward {statistics.median(measured[name].fb_seconds) * 1e3:.1f} "
+              f"ms, {fb_peak[name] / MB:.1f} MB")
     header = "".join(f"{name + ' ms':>10}{'x f+b':>7}{name + ' MB':>10}{'x f+b':>7}" for name in sizes)
     print(f"{'check':<25}{'variant':<9}{'status':<8}{header}{'MB growth x':>13}")
     first = measured["small"].suites[0]
@@ -128,30 +160,26 @@ def main() -> None:
         for name, m in measured.items():
             times = [run.results[i].seconds for run in m.suites]
             ratio = statistics.median(t / fb for t, fb in zip(times, m.fb_seconds))
-            peak = statistics.median(run.results[i].peak_memory or 0 for run in m.suites)
-            peaks[name] = peak
-            row += (f"{statistics.median(times) * 1e3:>10.1f}{ratio:>7.1f}{peak / MB:>10.1f}"
-                    f"{peak / statistics.median(m.fb_peak):>7.1f}")
-        print(row + f"{_growth(peaks, measured):>13.1f}")
+            peaks[name] = statistics.median(memory[name][_key(result)])
+            row += (f"{statistics.median(times) * 1e3:>10.1f}{ratio:>7.1f}{peaks[name] / MB:>10.1f}"
+                    f"{peaks[name] / fb_peak[name]:>7.1f}")
+        print(row + f"{(peaks['large'] - peaks['small']) / fb_growth:>13.1f}")
     row = f"{'whole suite':<42}"
     peaks = {}
     for name, m in measured.items():
         ratio = statistics.median(s / fb for s, fb in zip(m.suite_seconds, m.fb_seconds))
-        peaks[name] = statistics.median(m.suite_peak)
+        peaks[name] = statistics.median(memory[name]["suite"])
         row += (f"{statistics.median(m.suite_seconds) * 1e3:>10.1f}{ratio:>7.1f}{peaks[name] / MB:>10.1f}"
-                f"{peaks[name] / statistics.median(m.fb_peak):>7.1f}")
-    print(row + f"{_growth(peaks, measured):>13.1f}")
-    small, large = measured["small"], measured["large"]
-    fb_growth = statistics.median(large.fb_peak) - statistics.median(small.fb_peak)
+                f"{peaks[name] / fb_peak[name]:>7.1f}")
     suite_growth = peaks["large"] - peaks["small"]
+    print(row + f"{suite_growth / fb_growth:>13.1f}")
     print(f"peak memory growth {args.small} -> {args.large}: one forward+backward {fb_growth / MB:+.1f} MB, "
           f"the suite {suite_growth / MB:+.1f} MB = {suite_growth / fb_growth:.1f} x (target <= 2)")
     for name, layout in sizes.items():
-        m = measured[name]
         estimate = limits.estimate([layout])
-        print(f"--max-memory estimate at {layout}: {estimate / MB:.1f} MB, measured peak "
-              f"{statistics.median(m.suite_peak) / MB:.1f} MB (ratio {estimate / statistics.median(m.suite_peak):.2f}; "
-              "target within 1.5x)")
+        print(f"--max-memory estimate at {layout}: {estimate / MB:.1f} MB, measured peak {peaks[name] / MB:.1f} MB "
+              f"(ratio {estimate / peaks[name]:.2f}; target within 1.5x)")
+    small = measured["small"]
     fb = statistics.median(small.fb_seconds)
     print(f"first target of this process ({args.small}, cold, in-process as check_layer runs it): "
           f"{cold_seconds:.3f} s = {cold_seconds / fb:.1f} x (target <= 15); later targets: "
@@ -163,21 +191,19 @@ def main() -> None:
               f"{one / fb:.1f} x, of the second {two:.3f} s = {two / fb:.1f} x")
 
 
+def _key(result: CheckResult) -> str:
+    return f"{result.check}:{result.variant}"
+
+
 def command_line_checks(layout: str) -> tuple[float, float]:
     """``layercheck run`` on SReLU twice in one cold command: the seconds its checks took in
     the worker, for the first target and the second."""
     done = subprocess.run([sys.executable, "-m", "layercheck", "run", "layers/srelu.py:SReLU", "layers/srelu.py:SReLU",
-                           "--layout", layout, "--format", "json"], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+                           "--layout", layout, "--jobs", "1", "--format", "json"], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
     runs = json.loads(done.stdout)["runs"]
     first, second = (sum(r["seconds"] for r in run["results"]) for run in runs)
     return first, second
-
-
-def _growth(peaks: dict[str, float], measured: dict[str, Measured]) -> float:
-    """How much faster a peak grows from the small size to the large one than one forward+backward's."""
-    fb = statistics.median(measured["large"].fb_peak) - statistics.median(measured["small"].fb_peak)
-    return (peaks["large"] - peaks["small"]) / fb if fb > 0 else float("nan")
 
 
 if __name__ == "__main__":

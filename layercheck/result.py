@@ -46,8 +46,9 @@ class CheckResult:
     ``notes`` are facts worth a user's attention that are not failures (a parameter with no
     effect on the output, a broadcast-shaped gradient); every report format shows them.
     ``peak_memory``: the most memory the check used beyond what its process held when it
-    began, in bytes (resident memory, plus an accelerator's allocated memory when it used
-    one); None where it was not measured.
+    began, in bytes (the growth of the resident set, plus an accelerator's allocated memory
+    when it used one; memory the process kept from an earlier check and reused does not
+    count); None where it was not measured.
     """
 
     check: str

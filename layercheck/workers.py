@@ -56,7 +56,7 @@ import torch
 from layercheck import runner
 from layercheck.containment import capture_into, read_capture
 from layercheck.errors import LoadError
-from layercheck.limits import limit_worker_memory, track_freed_memory
+from layercheck.limits import limit_worker_memory
 from layercheck.loading import TargetNotFound
 from layercheck.result import CheckResult, RunReport
 from layercheck.spec import TargetSpec
@@ -171,7 +171,6 @@ def _serve(conn: Connection, options: runner.Options, environ: dict[str, str], c
            threads: int | None = None) -> None:
     """Worker process: check the targets it is given, one at a time, until told to stop."""
     _become_worker(environ, capture)
-    track_freed_memory()  # a check's memory goes back when it ends, and its peak is measurable
     if threads is not None:
         torch.set_num_threads(threads)
     limit_worker_memory(options.max_memory)
