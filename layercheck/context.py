@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from layercheck.errors import CheckError
@@ -25,7 +25,8 @@ class Context:
 
     def __init__(self, target: Target, info: CheckInfo, variant: str, *, invocation: Invocation,
                  tolerances: Mapping[tuple[str, str], float], devices: Sequence[str], shared: dict[Any, Any],
-                 facts: dict[str, Any], planned: frozenset[str] = frozenset()) -> None:
+                 facts: dict[str, Any], planned: frozenset[str] = frozenset(),
+                 readers: dict[Any, frozenset[str]] | None = None) -> None:
         self.target = target
         self.info = info
         self.variant = variant
@@ -36,6 +37,7 @@ class Context:
         self._shared = shared
         self._facts = facts
         self._planned = planned
+        self._readers = readers if readers is not None else {}
 
     @property
     def seed(self) -> int:
@@ -68,10 +70,15 @@ class Context:
             raise CheckError(f"check {check_id!r} declares no {dtype} tolerance")
         return self._tolerances.get((check_id, dtype), declared.default)
 
-    def shared(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """A value computed once per target and shared between checks (treat as read-only)."""
+    def shared(self, key: Any, compute: Callable[[], Any], *, readers: Collection[str] = ()) -> Any:
+        """A value computed once per target and shared between checks (treat as read-only).
+        ``readers``: the checks that read it, where they are known: the runner lets it go once
+        none of them is left to run (full-size runs must not outlive their use), and a check
+        that reads it after all computes it again."""
         if key not in self._shared:
             self._shared[key] = compute()
+            if readers:
+                self._readers[key] = frozenset(readers)
         return self._shared[key]
 
     def use(self, run: SharedRun) -> None:

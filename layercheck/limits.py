@@ -12,12 +12,15 @@ result (:func:`out_of_memory`), instead of the machine swapping or the whole too
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from layercheck.errors import UsageError
 from layercheck.layout import Layout
@@ -26,13 +29,22 @@ DEFAULT_TIMEOUT = 300.0
 """Each check's time limit in seconds unless ``--timeout`` says otherwise."""
 
 # Note [memory estimate]
-# Peak resident memory of the default suite, measured above the worker's baseline, was 300
-# bytes per input element for Tanh and PReLU and 510 for SReLU (1.5 and 4 million elements):
-# float64 and float32 copies of the inputs, the layer's outputs and its intermediates, the
-# gradient check's perturbed copies and directions. The estimate takes 512 bytes (64 float64
-# copies) per element, so that what it admits fits; parameters are not counted (they are
-# not known before the layer is built), and the worker's own limit catches what it misses.
-BYTES_PER_ELEMENT = 512
+# The estimate is one float64 forward+backward of the layer times the multiple of it the
+# default suite holds at its peak, both measured (benchmarks/cost.py, bundled SReLU at
+# 24,24,20,128 and 48,48,20,128, each check's peak_memory as a multiple of one forward+backward
+# measured beside it). One float64 forward+backward of an elementwise layer holds about 42 bytes
+# per input element at its peak: the input, the copy the layer is given, the output, the
+# output's gradient, the input's gradient and what backward computes on the way (5.25 float64
+# copies; 61.8 and 247.6 MB at the two sizes). The suite's peak is SUITE_MULTIPLE of that: the
+# largest check's own peak (backward_pure, dtype[float64], gradients[float64]: 1.6 to 1.8) on
+# top of the runs checks share while they are held (the inputs, the seeded output gradients,
+# the reference runs: about 1). Parameters and a layer whose activations are much larger than
+# its input (a convolution to many channels, attention over a long sequence) are not known
+# before the layer is built: the worker's own limit (limit_worker_memory) catches what the
+# estimate misses.
+FORWARD_BACKWARD_BYTES_PER_ELEMENT = 42
+SUITE_MULTIPLE = 2.6
+BYTES_PER_ELEMENT = math.ceil(FORWARD_BACKWARD_BYTES_PER_ELEMENT * SUITE_MULTIPLE)
 
 # The default limit: this share of the memory the machine has available when the run starts.
 DEFAULT_SHARE = 0.5
@@ -189,11 +201,138 @@ def out_of_memory(exc: BaseException) -> BaseException | None:
 _OOM_TEXTS = ("can't allocate memory", "out of memory", "std::bad_alloc", "Cannot allocate memory")
 
 
+# -- measuring what a check used ------------------------------------------------------------------
+
+
+@dataclass
+class Peak:
+    """What one block of code used at most, above what the process held when it began: its
+    resident memory (``host``) and, where it used an accelerator, the accelerator's allocated
+    memory (``device``); None where it could not be measured."""
+
+    host: int | None = None
+    device: int | None = None
+
+    @property
+    def total(self) -> int | None:
+        if self.host is None and self.device is None:
+            return None
+        return (self.host or 0) + (self.device or 0)
+
+
+# The highest resident memory seen by any measurement in this process (bytes): measuring a
+# block resets the kernel's own high-water mark (VmHWM), so the process's peak is kept here.
+_highest = 0
+
+
+@contextlib.contextmanager
+def measure_peak() -> Iterator[Peak]:
+    """Measure the block's peak memory. On Linux the kernel's high-water mark of this process's
+    resident set is reset (``/proc/self/clear_refs``) and read back after the block (the growth
+    above the resident set at its start: memory the process holds from before and reuses does
+    not count, see :func:`track_freed_memory`); an accelerator's peak is torch's allocated
+    peak (``torch.cuda.max_memory_allocated``), when CUDA is in use."""
+    peak = Peak()
+    start = _reset_high_water()
+    cuda = _cuda()
+    held = {}
+    if cuda is not None:
+        for index in range(cuda.device_count()):
+            held[index] = cuda.memory_allocated(index)
+            cuda.reset_peak_memory_stats(index)
+    try:
+        yield peak
+    finally:
+        high = _high_water()
+        if start is not None and high is not None:
+            peak.host = max(0, high - start)
+        cuda = _cuda()  # initialised by the block, maybe
+        if cuda is not None:
+            peak.device = max(0, sum(cuda.max_memory_allocated(index) - held.get(index, 0)
+                                     for index in range(cuda.device_count())))
+
+
+def highest_resident() -> int | None:
+    """The highest resident memory of this process (bytes) since it began or since
+    :func:`reset_highest`, measurements included."""
+    high = _high_water()
+    return None if high is None else max(high, _highest)
+
+
+def reset_highest() -> None:
+    """Start :func:`highest_resident` afresh from the resident memory now."""
+    global _highest
+    _reset_high_water()
+    _highest = resident() or 0
+
+
+def resident() -> int | None:
+    """This process's resident memory now (bytes); None where it cannot be read."""
+    return _status_bytes("VmRSS")
+
+
+# glibc's mallopt parameter for the size from which an allocation is mapped on its own
+_M_MMAP_THRESHOLD = -3
+
+
+def track_freed_memory(threshold: int = 1 << 20) -> bool:
+    """Have glibc map every allocation of ``threshold`` bytes or more on its own, so that
+    freeing it gives it back to the system at once; whether that was set (glibc only).
+
+    By default glibc raises that threshold to the size of a large block once it is freed (up
+    to 32 MiB), after which tensors of that size come from the heap and stay resident when
+    freed: the resident set then measures what was once alive, not what is, and a check's
+    peak hides in the memory a previous one left. Called before torch allocates, it makes
+    resident memory follow live tensors (:func:`measure_peak`), for measuring (the cost
+    benchmark). It is not for the checks' own processes: every large allocation then faults
+    its pages in afresh, which makes one float64 forward+backward of SReLU at 24,24,20,128
+    take three times as long (140 ms instead of 47)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, threshold))
+    except (OSError, AttributeError):  # not glibc
+        return False
+
+
+def _reset_high_water() -> int | None:
+    """Reset the kernel's high-water mark of the resident set to the resident set now, and
+    return it (bytes); None where that is not possible (not Linux, or /proc not writable)."""
+    global _highest
+    high = _high_water()
+    if high is None:
+        return None
+    _highest = max(_highest, high)
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None
+    return resident()
+
+
+def _high_water() -> int | None:
+    return _status_bytes("VmHWM")
+
+
+def _status_bytes(key: str) -> int | None:
+    found = re.search(rf"^{key}:\s+(\d+) kB", _read("/proc/self/status") or "", re.MULTILINE)
+    return int(found.group(1)) * 1024 if found else None
+
+
+def _cuda() -> Any:
+    """``torch.cuda`` where this process has initialised CUDA; None otherwise (measuring must
+    neither import torch nor initialise CUDA)."""
+    torch: Any = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    return torch.cuda
+
+
 def _writable_bytes() -> int | None:
     """This process's private writable memory (VmData), as RLIMIT_DATA counts it."""
-    status = _read("/proc/self/status")
-    found = re.search(r"^VmData:\s+(\d+) kB", status or "", re.MULTILINE)
-    return int(found.group(1)) * 1024 if found else None
+    return _status_bytes("VmData")
 
 
 def _read(path: str) -> str | None:

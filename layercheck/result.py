@@ -45,6 +45,10 @@ class CheckResult:
 
     ``notes`` are facts worth a user's attention that are not failures (a parameter with no
     effect on the output, a broadcast-shaped gradient); every report format shows them.
+    ``peak_memory``: the most memory the check used beyond what its process held when it
+    began, in bytes (the growth of the resident set, plus an accelerator's allocated memory
+    when it used one; memory the process kept from an earlier check and reused does not
+    count); None where it was not measured.
     """
 
     check: str
@@ -54,6 +58,7 @@ class CheckResult:
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    peak_memory: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +66,7 @@ class CheckResult:
             "variant": self.variant,
             "status": self.status.value,
             "seconds": round(self.seconds, 6),
+            "peak_memory": self.peak_memory,
             "message": self.message,
             "notes": list(self.notes),
             "details": self.details,
@@ -76,6 +82,7 @@ class CheckResult:
             message=data.get("message", ""),
             details=dict(data.get("details") or {}),
             notes=tuple(data.get("notes") or ()),
+            peak_memory=None if data.get("peak_memory") is None else int(data["peak_memory"]),
         )
 
 

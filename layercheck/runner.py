@@ -240,6 +240,7 @@ class TargetRun:
         self.options = options
         self.tolerances = dict(tolerances) if tolerances is not None else tolerances_of(None, options)
         self.shared: dict[Any, Any] = {}
+        self.readers: dict[Any, frozenset[str]] = {}  # shared key -> the checks that read it
         self.record = record if record is not None else Record()
         self.record.kind = target.kind
         self.facts = self.record.facts
@@ -278,10 +279,20 @@ class TargetRun:
         return None
 
     def steps(self) -> Iterator[tuple[CheckInfo, str]]:
-        """Every planned check and variant, in order."""
-        for planned in self.plan:
-            for variant in planned.variants:
-                yield planned.info, variant
+        """Every planned check and variant, in the plan's order, except that while a shared run
+        with declared readers is held, those of its readers still to run come first, so that
+        it is let go early (Context.shared); the report keeps the plan's order."""
+        order = [(planned.info, variant) for planned in self.plan for variant in planned.variants]
+        given: set[tuple[str, str]] = set()
+        while True:
+            pending = [(info, variant) for info, variant in order
+                       if (info.id, variant) not in self.results and (info.id, variant) not in given]
+            if not pending:
+                return
+            held = frozenset().union(*self.readers.values())
+            info, variant = next((step for step in pending if step[0].id in held), pending[0])
+            given.add((info.id, variant))
+            yield info, variant
 
     def report(self, seconds: float, *, error: str | None = None) -> RunReport:
         """The run report of what has results so far, in the plan's order."""
@@ -317,13 +328,25 @@ class TargetRun:
             result = CheckResult(info.id, variant, Status.SKIPPED, 0.0, reason)
         else:
             ctx = Context(self.target, info, variant, invocation=self.target.invocation, tolerances=self.tolerances,
-                          devices=self.options.devices, shared=self.shared, facts=self.facts, planned=self._planned)
+                          devices=self.options.devices, shared=self.shared, facts=self.facts, planned=self._planned,
+                          readers=self.readers)
             result, blocking = run_check(info, ctx, timeout=limit_of(info, self.options), options=self.options)
             if blocking:
                 self.block(info.id, result)
         self.results[(info.id, variant)] = result
+        self._release()
         self.listener.finished((info.id, variant), result, self.record)
         return result
+
+    def _release(self) -> None:
+        """Let go of the shared runs whose declared readers have all run (Context.shared)."""
+        if not self.readers:
+            return
+        pending = {p.info.id for p in self.plan if any((p.info.id, v) not in self.results for v in p.variants)}
+        for key, readers in list(self.readers.items()):
+            if not readers & pending:
+                self.shared.pop(key, None)
+                del self.readers[key]
 
     def block(self, check_id: str, result: CheckResult) -> None:
         """Switch off the checks that need ``check_id``, which ended in ``result``."""
@@ -393,13 +416,13 @@ def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None,
     # a layer checked on CUDA (--on) runs with TF32 off: its float32 results are compared with
     # float64 and with the CPU, where TF32's 10-bit mantissa looks like a bug
     precision = full_float32() if ctx.target.home.type == "cuda" else contextlib.nullcontext()
-    with contained(capture=options.contained) as effects, precision:
+    with limits.measure_peak() as peak, contained(capture=options.contained) as effects, precision:
         status, message, details, blocking = _outcome(info, ctx, timeout=timeout, options=options)
     message, details = effects.annotate(message, details)
     if status in (Status.FAILED, Status.ERROR):
         details.setdefault("reproduce", ctx.reproduce)
     return (CheckResult(info.id, ctx.variant, status, time.perf_counter() - start, message, details,
-                        tuple(ctx.notes)), blocking)
+                        tuple(ctx.notes), peak.total), blocking)
 
 
 def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,

@@ -133,9 +133,11 @@ def gradients(ctx: Context, subject: Subject, inputs: Sequence[torch.Tensor],
     return [(name, g) for (name, _), g in zip(wanted, found)]
 
 
-def cotangents(ctx: Context, outputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def cotangents(ctx: Context, outputs: Sequence[torch.Tensor], *, copy: bool = True) -> list[torch.Tensor]:
     """Seeded standard-normal output gradients, the same values for every dtype and device
-    (drawn once per target and output size)."""
+    (drawn once per target and output size). Copies, which a backward may change; with
+    ``copy=False`` the float64 ones on the CPU are the values every check's are copied from,
+    to be read only (a LayerFunction copies what it hands to a backward)."""
     result = []
     for i, out in enumerate(outputs):
         if out.device.type == "meta":
@@ -147,7 +149,7 @@ def cotangents(ctx: Context, outputs: Sequence[torch.Tensor]) -> list[torch.Tens
             return torch.randn(shape, generator=gen, dtype=torch.float64)
 
         values = ctx.shared(("cotangent", i, tuple(out.shape)), draw)
-        result.append(values.to(out.device, out.dtype, copy=True))  # a backward may change it in place
+        result.append(values.to(out.device, out.dtype, copy=copy))  # a backward may change it in place
     return result
 
 

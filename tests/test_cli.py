@@ -51,9 +51,13 @@ def test_json_report_matches_the_schema(tmp_path: Path) -> None:
     assert run["target"] == "layers/prelu.py" and run["kind"] == "module" and run["status"] == "passed"
     assert run["inputs"] == [{"size": [4, 3, 5, 2], "format": "SSCB"}]
     assert [r["check"] for r in run["results"]] == ["signatures", "predict_runs"]
-    assert set(run["results"][0]) == {"check", "variant", "status", "seconds", "message", "notes", "details"}
+    assert set(run["results"][0]) == {"check", "variant", "status", "seconds", "peak_memory", "message", "notes",
+                                      "details"}
     assert data["summary"]["passed"] == run["summary"]["passed"] == 2
-    assert load(out.read_text()).runs[0].results[-1].check == "predict_runs"  # round trip
+    peaks = [r["peak_memory"] for r in run["results"]]
+    assert all(isinstance(peak, int) and peak >= 0 for peak in peaks), peaks  # bytes, measured on Linux
+    loaded = load(out.read_text()).runs[0].results  # round trip
+    assert loaded[-1].check == "predict_runs" and [r.peak_memory for r in loaded] == peaks
 
 
 def test_json_to_stdout_without_output() -> None:

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from layercheck import limits
 from layercheck.cli import app
+from layercheck.layout import Layout
 
 from conftest import ROOT, write_spec
 
@@ -176,8 +177,9 @@ def test_no_isolate_with_jobs_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def _without_timings(value: Any) -> Any:
+    """The report without what is measured (time and memory), which differs from run to run."""
     if isinstance(value, dict):
-        return {k: _without_timings(v) for k, v in value.items() if k != "seconds"}
+        return {k: _without_timings(v) for k, v in value.items() if k not in ("seconds", "peak_memory")}
     if isinstance(value, list):
         return [_without_timings(v) for v in value]
     return value
@@ -217,7 +219,8 @@ def test_a_layout_beyond_the_memory_limit_exits_2_with_the_estimate(tmp_path: Pa
     invoked = CliRunner().invoke(app, ["run", str(huge)])
     assert invoked.exit_code == 2 and invoked.stdout == ""
     (line,) = invoked.stderr.strip().splitlines()
-    assert line.startswith(f"layercheck: error: {huge}: its inputs need about 512.0 TB (1,000,000,000,000 elements")
+    needed = limits.format_size(10**12 * limits.BYTES_PER_ELEMENT)
+    assert line.startswith(f"layercheck: error: {huge}: its inputs need about {needed} (1,000,000,000,000 elements")
     assert "more than the limit of" in line and "half of the" in line and "--max-memory" in line
 
 
@@ -231,6 +234,23 @@ def test_the_default_limit_is_half_the_available_memory(tmp_path: Path) -> None:
     # fits: refused only by the memory limit is what is tested, so stop before checking it
     invoked = CliRunner().invoke(app, ["run", str(fits), "--shard", "2/2"])
     assert invoked.exit_code == 0, invoked.stderr
+
+
+@pytest.mark.slow  # three suites in a process of its own: 10 s on a quiet machine
+def test_the_estimate_is_within_a_factor_of_1_5_of_the_measured_peak() -> None:
+    """benchmarks/cost.py's memory pass measures the default suite's peak at two sizes (smaller
+    than the benchmark's, with the same relation asserted), in a process of its own whose
+    allocator gives freed memory back (limits.track_freed_memory)."""
+    sizes = {"small": "12,12,20,128:SSCB", "large": "24,12,20,128:SSCB"}
+    done = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "benchmarks" / "cost.py"), "--memory-pass",
+                           "--small", sizes["small"], "--large", sizes["large"], "--repeat", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    measured = json.loads(done.stdout)
+    for name, layout in sizes.items():
+        (peak,) = measured[name]["suite"]
+        estimate = limits.estimate([Layout.parse(layout)])
+        assert peak / 1.5 <= estimate <= peak * 1.5, (layout, estimate, peak)
 
 
 @pytest.mark.parametrize(("value", "refused"), [("10kB", True), ("1MB", False), ("0", False), ("none", False)])

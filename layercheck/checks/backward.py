@@ -5,6 +5,7 @@ corrupts the training step of everything that shares them."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -40,15 +41,75 @@ from layercheck.subject import backpropagate, backward_nodes
 
 @dataclass
 class _Pass:
-    """One forward of a fresh layer with inputs that require grad, and copies of everything a
-    backward is handed, taken before it runs."""
+    """One forward of a fresh layer with inputs that require grad, and a fingerprint of
+    everything a backward is handed, taken before it runs."""
 
     subject: Subject
     inputs: list[torch.Tensor]
     outputs: list[torch.Tensor]  # floating outputs that require grad
     cotangents: list[torch.Tensor]
-    kept: dict[str, torch.Tensor]  # name -> copy of the tensor before backward
+    kept: dict[str, _Kept]  # name -> the tensor before backward, as a fingerprint
     live: dict[str, torch.Tensor]  # name -> the tensor itself
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """What a tensor was: its size, dtype and a fingerprint of its bits (a weighted sum of
+    them, which any change of one element moves), or a copy where no fingerprint can be taken.
+    A fingerprint instead of a copy of each tensor a backward is handed: four or five
+    full-size copies fewer while the backward runs."""
+
+    shape: torch.Size
+    dtype: torch.dtype
+    digest: int | None
+    copy: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> _Kept:
+        t = t.detach()
+        digest = _digest(t)
+        return cls(t.shape, t.dtype, digest, t.clone() if digest is None else None)
+
+    def same(self, now: torch.Tensor) -> bool | None:
+        """Whether ``now`` has the same bits; None when only a copy can tell."""
+        return None if self.digest is None else _digest(now.detach()) == self.digest
+
+
+_INTEGER_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_DIGEST_CHUNK = 1 << 20
+
+
+def _digest(t: torch.Tensor) -> int | None:
+    """sum_i bits_i * w_i modulo 2**64 over the tensor's elements in order, with odd weights
+    w_i that depend on the position (so that a change of any single element, or elements
+    swapped, changes it); computed a chunk at a time, without a full-size copy of a
+    contiguous tensor. None for what has no such view (sparse, a subclass, complex)."""
+    try:
+        if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_complex():
+            return None
+        flat = t.reshape(-1)
+        bits = flat.view(_INTEGER_OF_SIZE[flat.element_size()])
+    except (KeyError, RuntimeError, TypeError):
+        return None
+    weights = _weights(bits.device) if bits.numel() >= _DIGEST_CHUNK else _odd_weights(bits.numel(), bits.device)
+    total = 0
+    for index, start in enumerate(range(0, bits.numel(), _DIGEST_CHUNK)):
+        chunk = bits[start:start + _DIGEST_CHUNK]  # a view of the tensor: never written
+        partial = int(torch.mul(chunk, weights[:chunk.numel()]).sum())
+        total = (total + partial * (2 * index + 1)) % (1 << 64)
+    return total
+
+
+@functools.lru_cache(maxsize=2)
+def _weights(device: torch.device) -> torch.Tensor:
+    """The weights of a whole chunk, kept: a large tensor's digest takes several chunks."""
+    return _odd_weights(_DIGEST_CHUNK, device)
+
+
+def _odd_weights(n: int, device: torch.device) -> torch.Tensor:
+    """n odd int64 weights that differ from position to position (a small tensor's own: no
+    chunk-sized work for it)."""
+    return torch.arange(n, dtype=torch.int64, device=device).mul_(0x9E3779B97F4A7C1).bitwise_or_(1)
 
 
 def _forward(ctx: Context, subject: Subject, inputs: list[torch.Tensor]) -> _Pass:
@@ -67,7 +128,7 @@ def _forward(ctx: Context, subject: Subject, inputs: list[torch.Tensor]) -> _Pas
             name = type(node).__name__.removesuffix("Backward")
             for j, saved in enumerate(_saved(node)):
                 live.setdefault(f"tensor {j} that {name} saved for backward", saved)
-    kept = {name: t.detach().clone() for name, t in live.items()}
+    kept = {name: _Kept.of(t) for name, t in live.items()}
     return _Pass(subject, inputs, outputs, ws, kept, live)
 
 
@@ -139,7 +200,7 @@ def backward_pure(ctx: Context) -> str:
     if not run.outputs:
         raise CheckFailed("no floating output requires grad: there is no backward to look at", blocking=False)
     first = _backward(run, retain=True)
-    _assert_unchanged(run)
+    _assert_unchanged(ctx, run)
     second = _backward(run, retain=True)
     names = [*(f"gradient of input {i}" for i in range(len(run.inputs))),
              *(f"gradient of parameter {n!r}" for n, _ in run.subject.parameters())]
@@ -148,18 +209,35 @@ def backward_pure(ctx: Context) -> str:
                  [b if b is not None else torch.zeros(()) for _, _, b in pairs], names=[n for n, _, _ in pairs],
                  what="a second backward over the same graph (retain_graph=True) vs the first",
                  labels=("first", "second"), allowance=path_allowance(ctx, FORWARD))
-    uses = _compose(ctx)
-    return (f"backward leaves grad_output, {len(run.inputs)} input(s), {len(run.outputs)} output(s) and "
-            f"{sum(1 for n in run.live if n.startswith('tensor'))} saved tensor(s) unchanged, repeats over one graph, "
-            f"and {uses}")
+    checked = (f"backward leaves grad_output, {len(run.inputs)} input(s), {len(run.outputs)} output(s) and "
+               f"{sum(1 for n in run.live if n.startswith('tensor'))} saved tensor(s) unchanged, repeats over one "
+               "graph")
+    del run, first, second, pairs  # the composition's tensors take their place, not join them
+    return f"{checked}, and {_compose(ctx)}"
 
 
-def _assert_unchanged(run: _Pass) -> None:
-    for name, before in run.kept.items():
+def _assert_unchanged(ctx: Context, run: _Pass) -> None:
+    """Every tensor the backward was handed is as it was. Where a fingerprint moved, the
+    tensor as it was comes from the same forward run again (a fresh layer, the same inputs
+    and seeded output gradients) and is compared exactly, for the message."""
+    again: _Pass | None = None
+    for name, kept in run.kept.items():
         now = run.live[name].detach()
-        if now.shape != before.shape or now.dtype != before.dtype:
-            raise CheckFailed(f"backward changed {name} in place: {tuple(before.shape)} became {tuple(now.shape)}",
+        if now.shape != kept.shape or now.dtype != kept.dtype:
+            raise CheckFailed(f"backward changed {name} in place: {tuple(kept.shape)} became {tuple(now.shape)}",
                               tensor=name)
+        if kept.same(now):
+            continue
+        if kept.copy is not None:
+            before = kept.copy
+        else:
+            if again is None:
+                subject = ctx.fresh()
+                again = _forward(ctx, subject, subject.inputs(requires_grad=True))
+            if name not in again.live or again.live[name].shape != now.shape:  # a forward that varies
+                raise CheckFailed(f"backward modified {name} in place (its bits changed); "
+                                  f"{_HINTS[name.split(' ')[0]]}", tensor=name)
+            before = again.live[name].detach()
         found = mismatch(before, now, EXACT)
         if found is not None:
             hint = _HINTS[name.split(" ")[0]]
@@ -185,9 +263,14 @@ def _compose(ctx: Context) -> str:
     params = [p for _, p in both.parameters()]
     with failing("applied twice with the outputs summed"):
         grads = backpropagate(list(zip(summed, ws)), [*inputs1, *inputs2, *params])
-    alone1 = _first_alone(ctx, both, len(inputs1), out1, summed) or _alone(ctx, None, ws)
-    alone2 = _alone(ctx, inputs2, ws)
     n = len(inputs1)
+    every_output = len(summed) == len(out1) and all(y.requires_grad for y in out1)
+    # the outputs, the first use's inputs and what the layer was fed are not needed any more:
+    # let them go before each use alone runs
+    del out1, out2, summed, inputs1
+    both.fed = []
+    alone1 = (_first_alone(ctx, both, n) if every_output else None) or _alone(ctx, None, ws)
+    alone2 = _alone(ctx, inputs2, ws)
     names, expected, actual = [], [], []
     for i in range(n):
         for label, composed, alone in ((f"input {i} of the first use", grads[i], alone1[i]),
@@ -223,12 +306,9 @@ def _alone(ctx: Context, second: list[torch.Tensor] | None, ws: list[torch.Tenso
         return backpropagate(pairs, [*inputs, *(p for _, p in subject.parameters())])
 
 
-def _first_alone(ctx: Context, subject: Subject, n_inputs: int, outputs: list[torch.Tensor],
-                 summed: list[torch.Tensor]) -> list[torch.Tensor | None] | None:
+def _first_alone(ctx: Context, subject: Subject, n_inputs: int) -> list[torch.Tensor | None]:
     """The first use alone is the shared forward run (a fresh layer, the generated inputs, the
-    same cotangents), when every floating output takes part in the sum; else None."""
-    if len(summed) != len(outputs) or not all(y.requires_grad for y in outputs):
-        return None
+    same cotangents), when every floating output takes part in the sum."""
     grads = dict(reference_forward(ctx).grads)
     return [*(grads.get(f"input {i}") for i in range(n_inputs)),
             *(grads.get(f"parameter {name!r}") for name, _ in subject.parameters())]

@@ -44,36 +44,45 @@ def dtype(ctx: Context) -> str:
     from the input (``dtype=x.dtype``, ``torch.ones_like``, ``x.new_*``).
     """
     want = DTYPES[ctx.variant]
-    predicted, forwarded = _runs(ctx, want)
-    grads = [(f"gradient of {name}", g) for name, g in forwarded.grads if g is not None]
+    predicted = _dtypes(_run(ctx, want, predict=True))  # only their types: its tensors go before forward's come
+    forwarded = _run(ctx, want, predict=False)
+    grads = [(f"gradient of {name}", g.dtype) for name, g in forwarded.grads if g is not None and g.is_floating_point()]
+    trained = _dtypes(forwarded)
     groups = [
-        ("predict", [(f"output {i}", t) for i, t in enumerate(predicted.outputs)]),
-        ("forward", [(f"output {i}", t) for i, t in enumerate(forwarded.outputs)]),
+        ("predict", predicted["outputs"]),
+        ("forward", trained["outputs"]),
         ("backward", grads),
-        ("predict", [(f"state {name!r}", t) for name, t in predicted.state.items() if t is not None]),
-        ("forward", [(f"state {name!r}", t) for name, t in forwarded.state.items() if t is not None]),
+        ("predict", predicted["state"]),
+        ("forward", trained["state"]),
     ]
     checked = 0
-    for phase, tensors in groups:
-        for name, t in tensors:
-            if not t.is_floating_point():
-                continue
+    for phase, types in groups:
+        for name, found in types:
             checked += 1
-            if t.dtype != want:
+            if found != want:
                 raise CheckFailed(
-                    f"with {ctx.variant} inputs and layer, {phase} {name} is {dtype_name(t.dtype)}",
-                    phase=phase, tensor=name, expected=ctx.variant, actual=dtype_name(t.dtype),
+                    f"with {ctx.variant} inputs and layer, {phase} {name} is {dtype_name(found)}",
+                    phase=phase, tensor=name, expected=ctx.variant, actual=dtype_name(found),
                 )
     return f"{checked} output, gradient and state tensor(s) stay {ctx.variant}"
 
 
-def _runs(ctx: Context, want: torch.dtype) -> tuple[Run, Run]:
-    """Predict and forward+backward in ``want``; the shared float32 runs when the layer
-    is float32 already (casting it would change nothing)."""
+def _dtypes(run: Run) -> dict[str, list[tuple[str, torch.dtype]]]:
+    """The floating types of a run's outputs and state, by name."""
+    return {
+        "outputs": [(f"output {i}", t.dtype) for i, t in enumerate(run.outputs) if t.is_floating_point()],
+        "state": [(f"state {name!r}", t.dtype) for name, t in run.state.items()
+                  if t is not None and t.is_floating_point()],
+    }
+
+
+def _run(ctx: Context, want: torch.dtype, *, predict: bool) -> Run:
+    """Predict, or forward+backward, in ``want``; the shared float32 run when the layer is
+    float32 already (casting it would change nothing)."""
     if want is torch.float32 and _is_float32(ctx):
-        return reference_predict(ctx), reference_forward(ctx)
+        return reference_predict(ctx) if predict else reference_forward(ctx)
     try:
-        return predict_run(ctx.fresh(dtype=want)), forward_run(ctx, ctx.fresh(dtype=want))
+        return predict_run(ctx.fresh(dtype=want)) if predict else forward_run(ctx, ctx.fresh(dtype=want))
     except LayerRaised as exc:
         name = dtype_name(want)
         if want in (torch.float16, torch.bfloat16) and _unsupported_on_cpu(exc.exc):

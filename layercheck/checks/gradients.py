@@ -17,7 +17,7 @@ from torch import nn
 from layercheck.numerics.engine import BASE_STEP, FiniteDifferences, NotDifferentiable, Probe, TooNoisy, Unstable
 from layercheck.numerics.functions import Backprop, LayerFunction
 from layercheck.numerics.locate import Finding, diagnose
-from layercheck.numerics.trace import Trace, trace
+from layercheck.numerics.trace import Trace, Tracing, trace
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, Verdict, judge
 from layercheck.registry import GRADIENTS, check
 from layercheck.sdk import (
@@ -171,16 +171,23 @@ class BackwardRecorder:
 
 # -- the shared runs ---------------------------------------------------------------------------
 
+# The checks that read the gradient check's shared runs (each holds full-size inputs, outputs
+# and gradients): once they have all run, the runner lets the runs go (Context.shared).
+_FLOAT32_READERS = ("backward_runs", "backward_size", "gradients", "needs_input_grad")
+_READERS = ("backward_size", "gradients", "gradgrad", "forward_ad")  # the float64 runs
+
 
 @dataclass
 class Analytic:
     """One forward and backward of a fresh layer on the generated inputs, with seeded
-    cotangents on all its floating outputs; the backward's error, if it raised."""
+    cotangents on all its floating outputs; the backward's error, if it raised; and, when
+    asked for, what the run computed (Note [float32 islands] in numerics/trace.py)."""
 
     fn: LayerFunction
     result: Backprop | None
     error: LayerRaised | None
     recorder: BackwardRecorder
+    trace: Trace | None = None
 
     @property
     def grads(self) -> list[torch.Tensor | None]:
@@ -195,28 +202,49 @@ class Analytic:
         return self.result
 
 
-def _analytic(ctx: Context, subject: Subject, inputs: list[torch.Tensor] | None = None) -> Analytic:
-    fn = LayerFunction(subject, subject.inputs() if inputs is None else inputs)
+def _analytic(ctx: Context, subject: Subject, inputs: list[torch.Tensor] | None = None, *,
+              traced: bool = False) -> Analytic:
+    """``traced``: run it under a :class:`Tracing` recorder too, which then costs the gradient
+    check no run of its own; a layer that raises under the recorder is run again without it,
+    so that what it raises is its own."""
+    fn = LayerFunction(subject, subject.inputs(share=True) if inputs is None else inputs)
+    if traced:
+        tracing = Tracing()
+        recorder = BackwardRecorder()
+
+        @contextlib.contextmanager
+        def watch(outputs: list[torch.Tensor]) -> Iterator[None]:
+            with recorder(outputs), tracing.backward(outputs):
+                yield
+
+        try:
+            result = fn.gradient(lambda outputs: cotangents(ctx, outputs, copy=False), watch=watch,
+                                 around=tracing.forward)
+            return Analytic(fn, result, None, recorder, tracing.result())
+        except LayerRaised:
+            fn.reset()
     recorder = BackwardRecorder()
     try:
-        result = fn.gradient(lambda outputs: cotangents(ctx, outputs), watch=recorder)
+        result = fn.gradient(lambda outputs: cotangents(ctx, outputs, copy=False), watch=recorder)
     except LayerRaised as exc:
         if exc.phase != "backward":
             raise
         return Analytic(fn, None, exc, recorder)
-    return Analytic(fn, result, None, recorder)
+    return Analytic(fn, result, None, recorder, trace(fn) if traced else None)
 
 
 def float32_run(ctx: Context) -> Analytic:
     """The float32 forward and backward shared by the four gradient checks."""
-    return ctx.shared("layercheck.gradients.float32", lambda: _analytic(ctx, ctx.fresh(torch.float32)))
+    return ctx.shared("layercheck.gradients.float32", lambda: _analytic(ctx, ctx.fresh(torch.float32)),
+                      readers=_FLOAT32_READERS)
 
 
 def float64_run(ctx: Context) -> Analytic:
     """The float64 copy's forward and backward: the analytic side of the float64 reference,
     and what ``backward_size`` reads a hand-written backward's float64 dtypes from.
     Raises LayerRaised when the float64 forward raises."""
-    return ctx.shared("layercheck.gradients.float64.analytic", lambda: _analytic(ctx, ctx.fresh(torch.float64)))
+    return ctx.shared("layercheck.gradients.float64.analytic",
+                      lambda: _analytic(ctx, ctx.fresh(torch.float64), traced=True), readers=_READERS)
 
 
 @dataclass
@@ -267,9 +295,9 @@ def float64_reference(ctx: Context) -> Reference:
         if not run.outputs:
             raise CheckSkipped("the layer returns no floating output: there is nothing to differentiate")
         _skip_unless_finite(ctx, run, "float64")
-        return _judged(ctx, fn, run)
+        return _judged(ctx, fn, run, traced=analytic.trace)
 
-    return ctx.shared("layercheck.gradients.float64", build)
+    return ctx.shared("layercheck.gradients.float64", build, readers=_READERS)
 
 
 # Note [float32 reference]
@@ -295,11 +323,12 @@ def _float32_reference(ctx: Context, failure: LayerRaised) -> Reference:
 
 
 def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.dtype | None = None,
-            float64_failure: str | None = None) -> Reference:
-    """The finite differences of ``fn`` and their verdict on its analytic gradient ``run``."""
+            float64_failure: str | None = None, traced: Trace | None = None) -> Reference:
+    """The finite differences of ``fn`` and their verdict on its analytic gradient ``run``
+    (``traced``: what the run computed, when it was recorded while it ran)."""
     fd = FiniteDifferences(fn, [w for w in run.cotangents if w is not None], seed=ctx.seed, outputs=run.outputs)
     fd.excluded = {slot for slot, g in enumerate(run.grads) if g is None}
-    traced = trace(fn)
+    traced = trace(fn) if traced is None else traced
     fd.precision = precision or traced.lowest
     try:
         fd.check_stable()
@@ -365,7 +394,7 @@ def second_draw_reference(ctx: Context) -> Reference | None:
             return None  # the first draw is judged; this one has nothing to add
         return _judged(ctx, analytic.fn, run)
 
-    return ctx.shared("layercheck.gradients.float64.second_draw", build)
+    return ctx.shared("layercheck.gradients.float64.second_draw", build, readers=_READERS)
 
 
 # Note [second call]
@@ -388,7 +417,7 @@ def eval_reference(ctx: Context) -> Reference:
         fn = LayerFunction(subject, subject.inputs(), mode=Mode.EVAL)
         return _judged(ctx, fn, fn.gradient(lambda outputs: cotangents(ctx, outputs)))
 
-    return ctx.shared("layercheck.gradients.float64.eval", build)
+    return ctx.shared("layercheck.gradients.float64.eval", build, readers=_READERS)
 
 
 def held_constant(ctx: Context, ref: Reference) -> str | None:
@@ -427,7 +456,7 @@ def second_call_reference(ctx: Context) -> Reference | None:
         analytic = _analytic(ctx, subject)
         return _judged(ctx, analytic.fn, analytic.check_ran())
 
-    return ctx.shared("layercheck.gradients.float64.second", build)
+    return ctx.shared("layercheck.gradients.float64.second", build, readers=_READERS)
 
 
 def _graph_and_outputs(subject: Subject) -> tuple[tuple[str, ...], tuple[bytes, ...]]:

@@ -337,7 +337,10 @@ def _forward_derivatives(fn: LayerFunction, tangents: Sequence[torch.Tensor | No
             warnings.filterwarnings("ignore", message=".*torch.jit.script.*", category=DeprecationWarning)
             for slot, index in enumerate(fn.input_slots):
                 if tangents[slot] is not None:
-                    inputs[index] = fwAD.make_dual(fn.point[slot], tangents[slot])
+                    # a copy: the dual shares its primal's memory, and the point may be the
+                    # inputs every check is given (Target.inputs(share=True)), which a layer
+                    # that writes into its input would change
+                    inputs[index] = fwAD.make_dual(fn.point[slot].clone(), tangents[slot])
             duals = {id(p): fwAD.make_dual(p.detach(), u)
                      for (_, p), u in zip(fn.parameters, tangents[offset:]) if u is not None}
             with _parameters_replaced(fn.subject.module, duals):

@@ -92,7 +92,9 @@ NOISE_CEILING = 0.05
 # Two evaluations at the same point differ by less than this (relative to the magnitude of
 # the terms) when the layer is a fixed function: on the CPU they are bit-identical.
 STABLE = 1e3 * EPS64
-KEPT_DIRECTIONS = 4
+# Directions kept for reuse (full-size float64 tensors each): the one a verdict measures and
+# then compares with; a direction needed again later is drawn again (seeded, the same values).
+KEPT_DIRECTIONS = 1
 
 
 class TooNoisy(Exception):
@@ -134,12 +136,30 @@ class DifferentiableFunction(Protocol):
 
 
 def chunk_sums(y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """<w, y> in float64 as ``CHUNKS`` partial sums over consecutive elements."""
-    flat = (y.detach().to(torch.float64) * w.to(torch.float64)).reshape(-1)
-    pad = (-flat.numel()) % CHUNKS
-    if pad:
-        flat = torch.cat([flat, flat.new_zeros(pad)])
-    return flat.reshape(CHUNKS, -1).sum(dim=1)
+    """<w, y> in float64 as ``CHUNKS`` partial sums over consecutive elements (the last ones
+    zero where there are fewer elements than chunks).
+
+    Computed ``_ROWS`` chunks at a time, so that no full-size float64 product is held: a
+    reduction over the rows of a (rows, length) tensor sums each row whole whatever the number
+    of rows (two or more) and of threads, so the sums are bit for bit those of all chunks at once."""
+    flat_y, flat_w = y.detach().reshape(-1), w.reshape(-1)
+    n = flat_y.numel()
+    length = max(1, math.ceil(n / CHUNKS))
+    sums = []
+    for first in range(0, CHUNKS, _ROWS):
+        rows = min(_ROWS, CHUNKS - first)
+        start, stop = min(n, first * length), min(n, (first + rows) * length)
+        part = torch.zeros(rows * length, dtype=torch.float64, device=y.device)
+        if stop > start:
+            torch.mul(flat_y[start:stop].to(torch.float64), flat_w[start:stop].to(torch.float64),
+                      out=part[:stop - start])
+        sums.append(part.reshape(rows, length).sum(dim=1))
+    return torch.cat(sums)
+
+
+# Chunks whose partial sums chunk_sums computes together: at least two, so that the reduction
+# runs over rows (one row alone is split between threads, and sums in another order).
+_ROWS = 2
 
 
 def _chunks_used(elements: int) -> int:
@@ -345,20 +365,24 @@ class FiniteDifferences(Generic[F_co]):
                 mask = probe.region.mask(value).cpu()
                 u[mask] = 1.0 if probe.region.element is not None else torch.randn(
                     int(mask.sum()), generator=gen).to(torch.float64)
-            result.append(u.to(value.device) * scale)
+            result.append(u.to(value.device).mul_(scale))
         return result
 
     def measure(self, probe: Probe) -> tuple[torch.Tensor, torch.Tensor]:
         """Partial sums at the point plus and minus ``step`` along the probe's direction — or,
         for a direction differenced on one side (Note [domains]), at plus one and plus two steps."""
         if probe.key not in self._terms:
-            directions = self.directions(probe)
             second = 2 * probe.step if self.inward(probe) else -probe.step
-            # in the point's own dtype: a layer that cannot run in float64 is differenced in float32
-            plus = [v if u is None else (v + probe.step * u).to(v.dtype) for v, u in zip(self.fn.point, directions)]
-            other = [v if u is None else (v + second * u).to(v.dtype) for v, u in zip(self.fn.point, directions)]
-            self._terms[probe.key] = (self._evaluate(plus), self._evaluate(other))
+            first = self._evaluate(self._moved(probe, probe.step))
+            self._terms[probe.key] = (first, self._evaluate(self._moved(probe, second)))
         return self._terms[probe.key]
+
+    def _moved(self, probe: Probe, step: float) -> list[torch.Tensor]:
+        """The point moved by ``step`` along the probe's direction, each tensor in its own dtype
+        (a layer that cannot run in float64 is differenced in float32): v + step·u, computed as
+        step·u + v in place of one new tensor (the same sum, bit for bit)."""
+        return [v if u is None else (u * step).add_(v).to(v.dtype)
+                for v, u in zip(self.fn.point, self.directions(probe))]
 
     # -- noise -------------------------------------------------------------------------------
 

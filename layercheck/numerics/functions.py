@@ -57,9 +57,12 @@ class LayerFunction:
         inputs = list(self.inputs)
         leaves = []
         for slot, index in enumerate(self.input_slots):
-            # a copy: a layer that writes into its input (or a backward into a saved input) must
-            # not move the point every later evaluation starts from (backward_pure reports it)
-            leaf = values[slot].detach().clone().requires_grad_(requires[slot])
+            # A layer that writes into its input (or a backward into a saved input) must not move
+            # the point every later evaluation starts from (backward_pure reports it). An input
+            # that requires grad reaches the layer as a copy already (Subject.call); one that
+            # does not is copied here.
+            leaf = values[slot].detach()
+            leaf = (leaf if requires[slot] else leaf.clone()).requires_grad_(requires[slot])
             inputs[index] = leaf
             leaves.append(leaf)
         offset = len(self.input_slots)
@@ -74,6 +77,9 @@ class LayerFunction:
             with around(slots) if around is not None else nullcontext():
                 raw = self.subject.call(self.mode, inputs)
         finally:
+            # what the layer got (input copies) is no one's here: held, it would keep a
+            # full-size copy alive as long as the function (the shared gradient references)
+            self.subject.fed = []
             for (_, p), flag in zip(self.parameters, flags):
                 p.requires_grad_(flag)
         return Outputs.of(raw).floating, leaves + [p for _, p in self.parameters]
@@ -87,14 +93,16 @@ class LayerFunction:
 
     def gradient(self, cotangents: Sequence[torch.Tensor | None] | Callable[[list[torch.Tensor]], list[torch.Tensor]],
                  *, requires: Sequence[bool] | None = None,
-                 watch: Callable[[list[torch.Tensor]], AbstractContextManager[Any]] | None = None) -> Backprop:
+                 watch: Callable[[list[torch.Tensor]], AbstractContextManager[Any]] | None = None,
+                 around: Callable[[list[torch.Tensor]], AbstractContextManager[Any]] | None = None) -> Backprop:
         """One forward and backward at the point: the analytic gradient of sum_k <w_k, y_k> for
         every slot flagged in ``requires`` (None where autograd gives none, and for slots not
         flagged). ``cotangents`` has one entry per floating output (None leaves an output out),
-        or makes them from the outputs. ``watch(outputs)`` is entered around the backward.
-        Raises LayerRaised (phase "forward" or "backward")."""
+        or makes them from the outputs. ``around(slots)`` is entered around the layer's call
+        (see :meth:`call`), ``watch(outputs)`` around the backward. Raises LayerRaised (phase
+        "forward" or "backward")."""
         requires = [True] * len(self) if requires is None else list(requires)
-        outputs, leaves = self.call(requires=requires)
+        outputs, leaves = self.call(requires=requires, around=around)
         given = list(cotangents(outputs) if callable(cotangents) else cotangents)
         if len(given) != len(outputs):
             raise ValueError(f"{len(given)} cotangents for {len(outputs)} floating outputs")
@@ -142,7 +150,8 @@ class GradientFunction:
         """``cotangents``: one per floating output (None leaves one out); ``contraction``: u, one
         per slot of ``fn``."""
         self.fn = fn
-        self.cotangents = list(cotangents)
+        # copies: they are handed to the first backward at the point, which may change them
+        self.cotangents = [None if w is None else w.detach().clone() for w in cotangents]
         self.outputs = [k for k, w in enumerate(self.cotangents) if w is not None]
         # on the layer's device (--on), where the first gradient it contracts is
         self.contraction = torch.cat([u.detach().to(torch.float64).reshape(-1)

@@ -50,27 +50,45 @@ class Trace:
 def trace(fn: LayerFunction) -> Trace:
     """Run the layer's forward and backward at the point under a recorder (Note [float32
     islands], Note [stop-gradients]); a layer that raises gives what was seen before."""
-    recorder = _Recorder()
-
-    @contextlib.contextmanager
-    def recording(slots: list[torch.Tensor]) -> Iterator[None]:
-        # inputs and parameters are in place when the layer is called: follow them from there
-        recorder.taint(slots)
-        with recorder, _explicit_no_grad(recorder):
-            yield
-
+    tracing = Tracing()
     try:
-        outputs, leaves = fn.call(around=recording)
-        recorder.taint(leaves)
+        outputs, leaves = fn.call(around=tracing.forward)
         differentiable = [y for y in outputs if y.requires_grad]
         if differentiable:
-            with recorder:
+            with tracing.backward(differentiable):
                 torch.autograd.grad([y.sum() for y in differentiable], leaves, allow_unused=True)
     except Exception:  # the gradient run reports a layer that raises; here nothing more is known
         pass
     finally:
         fn.reset()
-    return Trace(recorder.lowest, tuple(dict.fromkeys(recorder.stopped_uses)))
+    return tracing.result()
+
+
+class Tracing:
+    """A recorder to run a forward (``around=``) and backward (``watch=``) under, as
+    :func:`trace` does, when the run is one the caller needs anyway: the gradient check's
+    float64 analytic run records what the layer computes without a run of its own."""
+
+    def __init__(self) -> None:
+        self._recorder = _Recorder()
+
+    @contextlib.contextmanager
+    def forward(self, slots: list[torch.Tensor]) -> Iterator[None]:
+        # inputs and parameters are in place when the layer is called: follow them from there
+        self._recorder.taint(slots)
+        with self._recorder, _explicit_no_grad(self._recorder):
+            yield
+
+    @contextlib.contextmanager
+    def backward(self, outputs: list[torch.Tensor]) -> Iterator[None]:
+        with self._recorder:
+            yield
+
+    def result(self) -> Trace:
+        """What was seen; the tensors the recorder held to follow them are let go."""
+        recorder = self._recorder
+        self._recorder = _Recorder()
+        return Trace(recorder.lowest, tuple(dict.fromkeys(recorder.stopped_uses)))
 
 
 @contextlib.contextmanager
