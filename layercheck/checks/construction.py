@@ -183,7 +183,7 @@ def _given_tensors(ctx: Context) -> set[int]:
 
 def _assert_placed(layer: nn.Module, key: str, value: Any, after: str, *, given: set[int]) -> None:
     for kind, name, t in _tensors(layer):
-        if t.device.type != "meta" and t.untyped_storage().data_ptr() in given:
+        if _is_given(t, given):
             continue  # the very tensor the caller passed in (see _given_tensors)
         wrong = t.device.type != value.type if key == "device" else (t.dtype.is_floating_point and t.dtype != value)
         if wrong:
@@ -194,6 +194,14 @@ def _assert_placed(layer: nn.Module, key: str, value: Any, after: str, *, given:
                 f"dtype}} to every tensor, parameter and submodule it creates (torch.zeros(n, **factory_kwargs), "
                 f"nn.Linear(..., **factory_kwargs))", tensor=f"{kind} {name!r}", keyword=key, after=after,
                 actual=shown)
+
+
+def _is_given(t: torch.Tensor, given: set[int]) -> bool:
+    """Whether ``t`` is one of the caller's tensors (see _given_tensors); a tensor on meta, or a
+    lazy one not yet created, has no storage of its own to compare."""
+    from torch.nn.parameter import is_lazy
+
+    return t.device.type != "meta" and not is_lazy(t) and t.untyped_storage().data_ptr() in given
 
 
 def _tensors(layer: nn.Module) -> Iterator[tuple[str, str, torch.Tensor]]:
