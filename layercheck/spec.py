@@ -112,6 +112,8 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
     where = str(source) if source is not None else "spec"
     if not isinstance(data, dict):
         raise SpecError(f"{where}: expected a mapping with keys {', '.join(_KEYS)}, got {_kind(data)}")
+    if True in data and "on" not in data:  # YAML 1.1 reads the bare key `on:` as the boolean true
+        data = {("on" if key is True else key): value for key, value in data.items()}
     _check_keys(data, _KEYS, where, "")
     if "layer" not in data:
         raise SpecError(f"{where}: layer: missing; expected e.g. 'layer: ../layers/srelu.py:SReLU'")

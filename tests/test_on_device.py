@@ -80,6 +80,18 @@ def test_a_bad_or_absent_device_exits_2_with_one_line(value: str, message: str) 
     assert message in done.output and "Traceback" not in done.output
 
 
+def test_a_spec_written_by_hand_says_on_as_a_bare_key(tmp_path: Path) -> None:
+    """YAML 1.1 reads a bare `on:` key as the boolean true; the spec still means the device."""
+    spec = tmp_path / "srelu.yaml"
+    spec.write_text(f"layer: {SRELU}\ninputs:\n  - layout: 3,4,2,5:SSCB\non: cpu\n")
+    done = runner.invoke(app, ["run", str(spec), "--check", "forward_runs"])
+    assert done.exit_code == 0, done.output
+    spec.write_text(f"layer: {SRELU}\ninputs:\n  - layout: 3,4,2,5:SSCB\non: cuda:7\n")
+    if torch.cuda.device_count() < 8:
+        done = runner.invoke(app, ["run", str(spec), "--check", "forward_runs"])
+        assert done.exit_code == 2 and "on: cuda:7: not present on this machine" in done.output, done.output
+
+
 def test_a_bad_on_in_a_spec_names_the_file(tmp_path: Path) -> None:
     spec = tmp_path / "bad.yaml"
     spec.write_text(yaml.safe_dump({"layer": SRELU, "inputs": [{"layout": "3,4:BC"}], "on": "gpu"}))
