@@ -30,22 +30,36 @@ FINDINGS: dict[str, tuple[set[str], str]] = {
     "ZeroGradientsGenVmapAutogradFunction": (
         {"gradients"}, "backward returns zeros (a fixture for vmap, wrong on purpose)"),
 }
-# name -> why it cannot be expressed as a layercheck target yet
-NOT_EXPRESSIBLE = {
-    "NumpyTakeAutogradFunction": "integer index tensors as inputs: needs inputs with a declared dtype",
-}
+# name -> why it cannot be expressed as a layercheck target (none now: NumpyTake's two index
+# tensors, an argsort and its inverse, cannot be drawn independently, so they stay the sample's
+# own values, fixed in the layer like a lookup table; see _fixed)
+NOT_EXPRESSIBLE: dict[str, str] = {}
 
 
 class _Sample(nn.Module):
-    """One sample of an OpInfo as a layer: its tensors are the inputs, everything else is fixed."""
+    """One sample of an OpInfo as a layer: its floating tensors are the inputs, everything else
+    (integer index tensors included) is fixed."""
 
     def __init__(self, op: Any, template: list[Any], kwargs: dict[str, Any]) -> None:
         super().__init__()
-        self.op, self.template, self.kwargs = op, template, kwargs
+        self.op, self.kwargs = op, kwargs
+        # fixed tensors are buffers, as a layer's lookup table must be (registered_tensors)
+        self.template = [f"fixed{i}" if isinstance(a, torch.Tensor) else a for i, a in enumerate(template)]
+        for i, a in enumerate(template):
+            if isinstance(a, torch.Tensor):
+                self.register_buffer(f"fixed{i}", a.detach().clone())
 
     def forward(self, *tensors: torch.Tensor) -> Any:
         given = iter(tensors)
-        return self.op(*[next(given) if a is None else a for a in self.template], **self.kwargs)
+        fixed = dict(self.named_buffers())
+        return self.op(*[next(given) if a is None else fixed[a] if isinstance(a, str) and a in fixed else a
+                         for a in self.template], **self.kwargs)
+
+
+def _drawn(argument: Any) -> bool:
+    """Whether layercheck draws this argument: a floating tensor. Integer tensors of these
+    samples are coupled (an argsort and its inverse), so they stay the sample's own."""
+    return isinstance(argument, torch.Tensor) and argument.is_floating_point()
 
 
 def _samples() -> list[tuple[str, Any, Any]]:
@@ -58,8 +72,8 @@ def test_pytorchs_own_autograd_functions_are_judged_right(name: str, op: Any, sa
     arguments = [sample.input, *sample.args]
     if name in NOT_EXPRESSIBLE:
         pytest.skip(NOT_EXPRESSIBLE[name])
-    template = [None if isinstance(a, torch.Tensor) else a for a in arguments]
-    layouts = [f"{','.join(map(str, a.shape))}:{'U' * a.dim()}" for a in arguments if isinstance(a, torch.Tensor)]
+    template = [None if _drawn(a) else a for a in arguments]
+    layouts = [f"{','.join(map(str, a.shape))}:{'U' * a.dim()}" for a in arguments if _drawn(a)]
     # copy judges the wrapper, which holds torch's op, often a lambda that cannot be pickled; the
     # Function itself has nothing to copy (copy skips operations)
     report = layercheck.check_layer(_Sample(op.op, template, sample.kwargs), *layouts, skip=["copy"])
@@ -75,7 +89,7 @@ def test_the_findings_agree_with_gradcheck() -> None:
         if name in NOT_EXPRESSIBLE:
             continue
         inputs = tuple(t.detach().to(torch.float64).requires_grad_() for t in [sample.input])
-        rest = [a.detach().to(torch.float64) if isinstance(a, torch.Tensor) else a for a in sample.args]
+        rest = [a.detach().to(torch.float64) if _drawn(a) else a for a in sample.args]
         agrees = torch.autograd.gradcheck(lambda x, rest=rest, op=op, sample=sample: op.op(x, *rest, **sample.kwargs),
                                           inputs, raise_exception=False, check_undefined_grad=False)
         assert agrees == (name not in FINDINGS), name
