@@ -59,11 +59,11 @@ def factory_kwargs(ctx: Context) -> str:
     parameter and buffer to be there — after the constructor and again after ``initialize`` (or a
     lazy module's first call), which must honour them too (PyTorch's ``test_factory_kwargs``).
     Then rebuilds the meta-constructed layer as FSDP's deferred initialisation does:
-    ``to_empty`` on the CPU, or on the ``--on`` device (every tensor filled with NaN here, so that nothing can pass on
-    leftover memory) and ``reset_parameters()`` of every module that defines one; every
-    parameter must be set again and predict must give finite outputs. The rebuild is tried when
-    the layer itself, or every module that owns parameters or buffers, defines
-    ``reset_parameters``; the message says when it was not.
+    ``to_empty`` on the CPU, or on the ``--on`` device (every tensor filled with NaN here, so
+    that nothing can pass on leftover memory) and ``reset_parameters()`` of every module that
+    defines one; every parameter must be set again and predict must give finite outputs. The
+    rebuild is tried when the layer itself, or every module that owns parameters or buffers,
+    defines ``reset_parameters``; the message says when it was not.
 
     Accepting ``device=``/``dtype=`` promises that the layer is created there: a tensor made
     without them lands on the CPU in float32, so a model built on ``meta`` (to shard it before
