@@ -9,7 +9,7 @@ import math
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import nn
@@ -477,11 +477,19 @@ def _skip_unless_finite(ctx: Context, run: Backprop, dtype: str) -> None:
                         if g is not None and not all_finite(g)), None)
     if problem is None:
         return
-    for reporter in ("finite", "gradients:float64"):
+    _not_finite(ctx, problem, skipped=", so no finite difference can be taken",
+                failed="; no gradient can be judged until it is", reporters=("finite", "gradients:float64"))
+
+
+def _not_finite(ctx: Context, problem: str, *, skipped: str, failed: str = "",
+                reporters: Sequence[str] = ("finite",), **details: Any) -> NoReturn:
+    """What non-finite values keep this check from judging: a skip pointing at the first of
+    ``reporters`` that runs (not this check itself), or a failure when none does (a skip must
+    never point at a check that did not run)."""
+    for reporter in reporters:
         if reporter != f"{ctx.info.id}:{ctx.variant}" and ctx.planned(reporter):
-            raise CheckSkipped(f"{problem}, so no finite difference can be taken ({reporter} reports it)")
-    raise CheckFailed(f"{problem} (the finite check, which did not run, names where); no gradient can be judged "
-                      "until it is")
+            raise CheckSkipped(f"{problem}{skipped} ({reporter} reports it)")
+    raise CheckFailed(f"{problem} (the finite check, which did not run, names where){failed}", **details)
 
 
 @contextlib.contextmanager
@@ -684,12 +692,9 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
                                   mask=description, tensor=name)
             pair = shared_nonfinite_zeroed(got, expected)
             if pair is None:  # NaN or infinity where the other has none: which one is right is finite's question
-                problem = (f"the gradient of {name} is not finite on the generated inputs, and {description} its "
-                           "non-finite entries move")
-                if ctx.planned("finite"):
-                    raise CheckSkipped(f"{problem}: nothing to compare (finite reports it)")
-                raise CheckFailed(f"{problem} (the finite check, which did not run, names where)", mask=description,
-                                  tensor=name)
+                _not_finite(ctx, f"the gradient of {name} is not finite on the generated inputs, and {description} "
+                            "its non-finite entries move", skipped=": nothing to compare", mask=description,
+                            tensor=name)
             got, expected = pair  # NaN where every tensor requires grad stays NaN: finite reports it, not this check
             difference = relative_difference(got, expected)
             worst = max(worst, difference)
