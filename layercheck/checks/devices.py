@@ -61,34 +61,30 @@ def device(ctx: Context) -> str:
     """
     home = ctx.target.home
     if home.type != "cpu":
-        return _home_against_cpu(ctx, home)
-    chosen = _chosen_devices(ctx)
-    random: set[str] = set()
-    for dev in chosen:
-        with full_float32():
-            random |= _compare_on(ctx, dev)
+        where, random = f"{home} (--on)", _home_against_cpu(ctx, home)
+    else:
+        chosen = _chosen_devices(ctx)
+        where, random = ", ".join(map(str, chosen)), set()
+        for dev in chosen:
+            with full_float32():
+                random |= _compare_on(ctx, dev, (reference_predict(ctx), reference_forward(ctx)))
     note = f" (values of {' and '.join(sorted(random))} differ: the layer draws random numbers)" if random else ""
-    return f"on {', '.join(map(str, chosen))}: outputs, gradients and state stay there and agree with the CPU{note}"
+    return f"on {where}: outputs, gradients and state stay there and agree with the CPU{note}"
 
 
-def _home_against_cpu(ctx: Context, home: torch.device) -> str:
+def _home_against_cpu(ctx: Context, home: torch.device) -> set[str]:
     """``--on DEVICE``: the layer on that device (where every other check ran it) against the
-    CPU, both run here with full float32 precision."""
+    CPU, where it runs there too; returns the modes whose values differ because the layer
+    draws random numbers."""
     if ctx.variant and not _same_device(torch.device(ctx.variant), home):
         raise CheckSkipped(f"the layer is checked on {home} (--on): {ctx.variant} is not compared")
     try:
-        cpu_predicted = predict_run(ctx.fresh(device="cpu"))
-        cpu_forwarded = forward_run(ctx, ctx.fresh(device="cpu"))
+        cpu = predict_run(ctx.fresh(device="cpu")), forward_run(ctx, ctx.fresh(device="cpu"))
     except LayerRaised as exc:
         raise CheckSkipped(f"the layer is checked on {home} (--on) and does not run on the CPU ({exc}): there is "
                            f"nothing to compare its results on {home} with") from exc
-    with full_float32(), failing(f"on {home}"):
-        predicted = predict_run(ctx.fresh())
-        forwarded = forward_run(ctx, ctx.fresh())
-    _assert_runs_on(home, predicted, forwarded)
-    random = _against_cpu(ctx, home, (cpu_predicted, cpu_forwarded), (predicted, forwarded))
-    note = f" (values of {' and '.join(sorted(random))} differ: the layer draws random numbers)" if random else ""
-    return f"on {home} (--on): outputs, gradients and state stay there and agree with the CPU{note}"
+    with full_float32():
+        return _compare_on(ctx, home, cpu)
 
 
 def _chosen_devices(ctx: Context) -> list[torch.device]:
@@ -119,23 +115,17 @@ def _usable(dev: torch.device) -> bool:
     return any(_same_device(dev, torch.device(name)) for name in accelerators())
 
 
-def _compare_on(ctx: Context, dev: torch.device) -> set[str]:
-    """Predict, forward and backward on ``dev`` against the shared CPU runs; returns the
-    modes whose values differ because the layer draws random numbers."""
+def _compare_on(ctx: Context, dev: torch.device, cpu: tuple[Run, Run]) -> set[str]:
+    """Predict, forward and backward on ``dev`` against the (predict, forward) runs on the CPU;
+    returns the modes whose values differ because the layer draws random numbers."""
     with failing(f"on {dev}"):
         predicted = predict_run(ctx.fresh(device=dev))
         forwarded = forward_run(ctx, ctx.fresh(device=dev))
     _assert_runs_on(dev, predicted, forwarded)
-    return _against_cpu(ctx, dev, (reference_predict(ctx), reference_forward(ctx)), (predicted, forwarded))
-
-
-def _against_cpu(ctx: Context, dev: torch.device, cpu: tuple[Run, Run], other: tuple[Run, Run]) -> set[str]:
-    """Compare the (predict, forward) runs on ``dev`` with those on the CPU; returns the modes
-    whose values differ because the layer draws random numbers."""
     random = set()
     for mode, on_cpu, on_dev, is_random in (
-        ("predict", cpu[0], other[0], lambda: predict_is_random(ctx)),
-        ("forward", cpu[1], other[1], lambda: forward_is_random(ctx)),
+        ("predict", cpu[0], predicted, lambda: predict_is_random(ctx)),
+        ("forward", cpu[1], forwarded, lambda: forward_is_random(ctx)),
     ):
         names, expected, actual = comparable(on_cpu, on_dev)
         if not assert_same_unless_random(expected, actual, random=is_random, names=names,
