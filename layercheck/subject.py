@@ -170,11 +170,10 @@ class Target:
     def base_inputs(self, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None, *,
                     seed: int | None = None, share: bool = False) -> list[torch.Tensor]:
         """The generated inputs, one per input spec, as new tensors on ``device`` (the target's
-        own, ``--on``, by default): floating ones
-        that follow the check's dtype in ``dtype``, the others in their own dtype. ``seed``
-        draws another set of inputs, each as its spec says. ``share``: the inputs that take a
-        gradient are the drawn tensors themselves where they already have that dtype and
-        device (not copies: read-only, see :meth:`inputs`)."""
+        own, ``--on``, by default): floating ones that follow the check's dtype in ``dtype``,
+        the others in their own dtype. ``seed`` draws another set of inputs, each as its spec
+        says. ``share``: the inputs that take a gradient are the drawn tensors themselves where
+        they already have that dtype and device (not copies: read-only, see :meth:`inputs`)."""
         if seed is not None:
             drawn = [draw(spec, seed + index) for index, spec in enumerate(self.specs)]
         else:

@@ -80,13 +80,13 @@ def factory_kwargs(ctx: Context) -> str:
     accepted = [(key, value) for key, value in _FACTORY if _accepts(ctx.target.cls, key) is not False]
     if not accepted:
         raise CheckSkipped(f"the constructor of {ctx.target.cls.__name__} accepts neither device= nor dtype=")
-    done, rebuilt = [], None
+    done, rebuilt, given = [], None, _given_tensors(ctx)
     for key, value in accepted:
         layer = _construct_with(ctx, key, value)
         if layer is None:  # **kwargs that turned the keyword down
             continue
-        _assert_placed(layer, key, value, "the constructor", given=_given_tensors(ctx))
-        _initialize_with(ctx, layer, key, value)
+        _assert_placed(layer, key, value, "the constructor", given=given)
+        _initialize_with(ctx, layer, key, value, given)
         done.append(f"{key}={_shown(value)}")
         if key == "device":
             rebuilt = _rebuild(ctx, layer)
@@ -132,7 +132,7 @@ def _constructor_failure(ctx: Context, key: str, value: Any, exc: Exception) -> 
                        f"{type(exc).__name__}: {exc}", traceback=user_trace(exc), keyword=key)
 
 
-def _initialize_with(ctx: Context, layer: nn.Module, key: str, value: Any) -> None:
+def _initialize_with(ctx: Context, layer: nn.Module, key: str, value: Any, given: set[int]) -> None:
     """Run ``initialize(*layouts)`` (or a lazy module's first call, on inputs of the keyword's
     device or dtype) and require it to honour the keyword as well."""
     hook = getattr(layer, "initialize", None)
@@ -154,8 +154,7 @@ def _initialize_with(ctx: Context, layer: nn.Module, key: str, value: Any) -> No
         raise CheckFailed(f"{how} of {type(layer).__name__} constructed with {key}={_shown(value)} raised "
                           f"{type(exc).__name__}: {exc}; it must create its tensors with the device and dtype the "
                           "constructor was given", traceback=user_trace(exc), keyword=key) from exc
-    _assert_placed(layer, key, value, "initialize" if callable(hook) else "the lazy first call",
-                   given=_given_tensors(ctx))
+    _assert_placed(layer, key, value, "initialize" if callable(hook) else "the lazy first call", given=given)
 
 
 def _has_lazy(layer: nn.Module) -> bool:
@@ -168,17 +167,17 @@ def _given_tensors(ctx: Context) -> set[int]:
     """The storages of the tensors the constructor is given (in its arguments, or in lists,
     tuples and dicts among them): a layer keeps such a tensor where the caller made it (a
     loss's class ``weight=``), which is the caller's to place, not the keyword's."""
-    found: set[int] = set()
+    found: set[int] = set()  # less 0 below: a tensor without storage has nothing to follow
     pending: list[Any] = [*ctx.target.args, *ctx.target.kwargs.values()]
     while pending:
         value = pending.pop()
-        if isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr():  # 0: no storage to follow
+        if isinstance(value, torch.Tensor):
             found.add(value.untyped_storage().data_ptr())
         elif isinstance(value, (list, tuple)):
             pending.extend(value)
         elif isinstance(value, dict):
             pending.extend(value.values())
-    return found
+    return found - {0}
 
 
 def _assert_placed(layer: nn.Module, key: str, value: Any, after: str, *, given: set[int]) -> None:
