@@ -78,6 +78,7 @@ class CheckInfo:
     timeout: float | None = None
     uses: tuple[SharedRun, ...] = ()
     tolerances: tuple[Tolerance, ...] = ()
+    any_batch: bool = False
     doc: str = field(default="", compare=False)
 
     def skip_reason(self, target: Target) -> str | None:
@@ -132,6 +133,7 @@ def check(
     timeout: float | None = None,
     uses: Sequence[SharedRun] = (),
     tolerances: Sequence[Tolerance] = (),
+    any_batch: bool = False,
 ) -> Callable[[CheckFn], CheckFn]:
     """Register a check. The function receives a :class:`~layercheck.context.Context`; it
     returns (optionally a message, or a ``(message, details)`` pair) when the layer passes,
@@ -140,7 +142,10 @@ def check(
 
     ``requires``: checks that must not have failed blockingly first (their failure skips this
     one, naming them). ``uses``: the shared runs it reads (their prerequisites are added to
-    ``requires``). ``tolerances``: every tolerance it compares with, one per dtype."""
+    ``requires``). ``tolerances``: every tolerance it compares with, one per dtype.
+    ``any_batch``: its verdict does not depend on how many observations the batch holds (it
+    tests the layer's logic, not its numbers at scale), so at large sizes it runs on a few of
+    them (``Target.sampled``), with shared runs of their own."""
 
     def register(func: CheckFn) -> CheckFn:
         if id in _REGISTRY and _REGISTRY[id].func is not func:
@@ -163,6 +168,7 @@ def check(
             timeout=timeout,
             uses=tuple(uses),
             tolerances=tuple(tolerances),
+            any_batch=any_batch,
             doc=inspect.cleandoc(func.__doc__ or ""),
         )
         return func

@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -46,7 +46,7 @@ from layercheck.loading import resolve
 from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select, selector
 from layercheck.result import CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
-from layercheck.subject import Target, accelerators, full_float32
+from layercheck.subject import Outputs, Target, accelerators, backpropagate, full_float32
 
 Progress = Callable[[str, str, int, int], None]
 """Called before each check runs: (target name, "check[variant]", index, total)."""
@@ -252,6 +252,8 @@ class TargetRun:
         self._planned = frozenset([p.info.id for p in self.plan]
                                   + [selector(p.info.id, v) for p in self.plan for v in p.variants])
         self._total = sum(len(p.variants) for p in self.plan)
+        self._sample: _Sample | None = None
+        self._sample_tried = False
 
     def start(self) -> str | None:
         """Construct and initialise the layer once; the run's error when that is impossible
@@ -327,10 +329,15 @@ class TargetRun:
                                         f"was skipped because {root} {cause}")
             result = CheckResult(info.id, variant, Status.SKIPPED, 0.0, reason)
         else:
-            ctx = Context(self.target, info, variant, invocation=self.target.invocation, tolerances=self.tolerances,
-                          devices=self.options.devices, shared=self.shared, facts=self.facts, planned=self._planned,
-                          readers=self.readers)
+            sample = self.sampled(info) if info.any_batch else None
+            target, shared, readers = ((sample.target, sample.shared, sample.readers) if sample is not None
+                                       else (self.target, self.shared, self.readers))
+            ctx = Context(target, info, variant, invocation=self.target.invocation, tolerances=self.tolerances,
+                          devices=self.options.devices, shared=shared, facts=self.facts, planned=self._planned,
+                          readers=readers)
             result, blocking = run_check(info, ctx, timeout=limit_of(info, self.options), options=self.options)
+            if sample is not None:
+                result = sample.mark(result)
             if blocking:
                 self.block(info.id, result)
         self.results[(info.id, variant)] = result
@@ -338,11 +345,30 @@ class TargetRun:
         self.listener.finished((info.id, variant), result, self.record)
         return result
 
+    def sampled(self, info: CheckInfo) -> _Sample | None:
+        """The target on a few of its observations (``Target.sampled``), built and tried once:
+        a predict and a forward and backward of the smaller batch. None when the inputs are
+        small already, or the layer does not take the smaller batch as it takes the whole one
+        (it raises, or its parameters follow the batch): the checks then run on the whole batch."""
+        if not self._sample_tried:
+            self._sample_tried = True
+            try:
+                with _time_limit(limit_of(info, self.options)), contained(capture=self.options.contained):
+                    sample = self.target.sampled()
+                    if sample is not None:
+                        _try(sample)
+                        self._sample = _Sample(sample, self.target.batch)
+            except (Exception, CheckTimeout):
+                pass  # the layer's trouble with a smaller batch: the checks that could use one use all of it
+        return self._sample
+
     def _release(self) -> None:
         """Let go of the shared runs whose declared readers have all run (Context.shared)."""
         if not self.readers:
             return
-        pending = {p.info.id for p in self.plan if any((p.info.id, v) not in self.results for v in p.variants)}
+        # a check that runs on the sample reads the sample's runs, never these
+        pending = {p.info.id for p in self.plan if any((p.info.id, v) not in self.results for v in p.variants)
+                   and not (p.info.any_batch and self._sample is not None)}
         for key, readers in list(self.readers.items()):
             if not readers & pending:
                 self.shared.pop(key, None)
@@ -360,6 +386,37 @@ class TargetRun:
             if req in self.blocked:
                 return f"needs {req}, which {self.blocked[req]}"
         return info.skip_reason(self.target)
+
+
+@dataclass
+class _Sample:
+    """A target cut to a few of the batch's observations, with the runs its checks share: small
+    ones, held for the whole target."""
+
+    target: Target
+    batch: int | None
+    shared: dict[Any, Any] = field(default_factory=dict)
+    readers: dict[Any, frozenset[str]] = field(default_factory=dict)
+
+    def mark(self, result: CheckResult) -> CheckResult:
+        """A result of a check run on the sample, saying so (message and details)."""
+        if result.status is Status.SKIPPED:
+            return result
+        kept = self.target.batch
+        where = f"on {kept} of the batch's {self.batch} observations"
+        return replace(result, message=f"{result.message} ({where})" if result.message else where,
+                       details={**result.details, "observations": kept, "batch": self.batch})
+
+
+def _try(target: Target) -> None:
+    """Predict, then forward and backward once, on the target's inputs; raises what the layer raises."""
+    subject = target.build()
+    subject.predict(subject.inputs())
+    inputs = subject.inputs(requires_grad=True)
+    outputs = [y for y in Outputs.of(subject.forward(inputs)).floating if y.requires_grad]
+    if outputs:
+        backpropagate([(y, torch.ones_like(y)) for y in outputs],
+                      [*(x for x in inputs if x.requires_grad), *(p for _, p in subject.parameters())])
 
 
 def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Options(),

@@ -77,7 +77,11 @@ def predict_run(subject: Subject, inputs: Sequence[torch.Tensor] | None = None, 
     """Predict once (eval, no grad) and record outputs and state (and, with
     ``watch_inputs``, whether the generated inputs were changed)."""
     inputs = subject.inputs() if inputs is None else inputs
-    outputs = Outputs.of(subject.predict(inputs, rng_seed=rng_seed)).tensors
+    return predicted(subject, Outputs.of(subject.predict(inputs, rng_seed=rng_seed)).tensors, watch_inputs=watch_inputs)
+
+
+def predicted(subject: Subject, outputs: Sequence[torch.Tensor], *, watch_inputs: bool = False) -> Run:
+    """The record of a predict call the subject just made, which returned ``outputs``."""
     change = input_change(subject.inputs(), subject.fed) if watch_inputs else None
     return Run([t.detach() for t in outputs], [], subject.snapshot(), _attached(subject), change)
 
@@ -164,10 +168,25 @@ def reference_predict(ctx: Context, *, rng_seed: int | None = None) -> Run:
                       lambda: predict_run(ctx.fresh(), rng_seed=seed, watch_inputs=seed == ctx.seed))
 
 
+def share_predict(ctx: Context, subject: Subject, outputs: Sequence[torch.Tensor]) -> None:
+    """Keep a predict of a fresh layer on the generated inputs with the target's random stream,
+    which ``subject`` just made (predict_runs), as the shared predict run: it is that run."""
+    ctx.shared(("reference_predict", ctx.seed), lambda: predicted(subject, outputs, watch_inputs=True))
+
+
 def reference_forward(ctx: Context) -> Run:
     """Training forward and backward of a fresh layer on the generated inputs."""
     ctx.use(FORWARD)
     return ctx.shared("reference_forward", lambda: forward_run(ctx, ctx.fresh(), watch_inputs=True))
+
+
+def layer_is_float32(ctx: Context) -> bool:
+    """Whether the layer's floating parameters and buffers are float32 already (an operation
+    has none): a float32 copy of it (``ctx.fresh(torch.float32)``) is then the layer itself."""
+    layer = ctx.target.pristine()
+    if layer is None:
+        return True
+    return all(t.dtype == torch.float32 for t in [*layer.parameters(), *layer.buffers()] if t.is_floating_point())
 
 
 def predict_is_random(ctx: Context) -> bool:

@@ -65,6 +65,7 @@ from layercheck.runs import (
     forward_is_random,
     forward_run,
     input_change,
+    layer_is_float32,
     output_names,
     path_tolerances,
     predict_is_random,
@@ -74,6 +75,7 @@ from layercheck.runs import (
     reference_predict,
     rounding_allowance_of,
     rounding_tolerances,
+    share_predict,
 )
 from layercheck.subject import (
     Mode,
@@ -132,6 +134,7 @@ __all__ = [
     "label",
     "largest",
     "layer_failure",
+    "layer_is_float32",
     "mismatch",
     "modules_only",
     "needs_batch",
@@ -152,6 +155,7 @@ __all__ = [
     "scaled_allowance",
     "seeded",
     "selector",
+    "share_predict",
     "shared_nonfinite_zeroed",
     "spread",
     "tensors_in",

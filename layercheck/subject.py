@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import enum
 import functools
 import inspect
@@ -30,6 +31,12 @@ from layercheck.layout import Layout
 # What a TypeError says when a call's arguments do not fit its signature.
 _CALL_MISMATCH = re.compile(r"missing \d+ required|required positional argument|unexpected keyword argument|"
                             r"takes \d+ positional argument|takes from \d+ to \d+ positional")
+
+# A target whose floating inputs hold more elements than this is run on a few of its batch's
+# observations by the checks whose verdict does not depend on the batch size
+# (@check(any_batch=True)): see Target.sampled.
+SAMPLE_ELEMENTS = 1 << 16
+
 
 class Mode(str, enum.Enum):
     PREDICT = "predict"  # eval mode, ``predict`` if defined, no grad
@@ -154,6 +161,41 @@ class Target:
         ``initialize`` or a lazy first call, which then run there too."""
         assert layer is not None
         return layer if self.home.type == "cpu" else layer.to(self.home)
+
+    def sampled(self) -> Target | None:
+        """The same layer and constructor call on the first few observations of the batch:
+        every input with a B dimension (all of one size) cut to as many observations as keep
+        the floating inputs near SAMPLE_ELEMENTS (two at least), the others as they are. None
+        when the inputs are that small already, have no common batch, or the layer built for
+        the smaller inputs does not get the same parameters and buffers (sizes that follow
+        the batch). Raises what building the layer raises (LoadError, LayerRaised)."""
+        sizes = {spec.layout.size[spec.layout.batch_dim] for spec in self.specs if spec.layout.batch_dim is not None}
+        if len(sizes) != 1:
+            return None
+        (batch,) = sizes
+        floating = [spec for spec in self.specs if spec.floating]
+        fixed = sum(spec.layout.numel for spec in floating if spec.layout.batch_dim is None)
+        per_observation = sum(spec.layout.numel // batch for spec in floating if spec.layout.batch_dim is not None)
+        keep = max(2, (SAMPLE_ELEMENTS - fixed) // max(per_observation, 1))
+        if keep >= batch:
+            return None
+        specs = [spec if spec.layout.batch_dim is None
+                 else dataclasses.replace(spec, layout=spec.layout.with_size("B", keep)) for spec in self.specs]
+        sample = Target(self.instance if self.instance is not None else self.cls, specs, args=self.args,
+                        kwargs=self.kwargs, seed=self.seed, name=self.name, invocation=self.invocation,
+                        constants=self.constants, on=self.home)
+        pristine = self.pristine()
+        if pristine is not None:
+            sample._pristine = sample._another(pristine)
+            if not _same_tensors(sample._pristine, pristine):
+                return None
+        return sample
+
+    @property
+    def batch(self) -> int | None:
+        """The size of the inputs' B dimension (the first input that has one), or None."""
+        return next((spec.layout.size[spec.layout.batch_dim] for spec in self.specs
+                     if spec.layout.batch_dim is not None), None)
 
     # -- inputs -----------------------------------------------------------------------------
 
@@ -536,6 +578,18 @@ def initialize(layer: nn.Module, target: Target, seed: int) -> None:
         layer.train(was_training)
 
 
+def _same_tensors(layer: nn.Module, source: nn.Module) -> bool:
+    """Whether two layers hold the same parameters and buffers: names, sizes, types, values."""
+    def held(module: nn.Module) -> dict[str, torch.Tensor]:
+        return {**dict(module.named_parameters(remove_duplicate=False)),
+                **dict(module.named_buffers(remove_duplicate=False))}
+
+    mine, theirs = held(layer), held(source)
+    return mine.keys() == theirs.keys() and all(
+        a.shape == b.shape and a.dtype == b.dtype and (a.is_meta or b.is_meta or torch.equal(a.detach(), b.detach()))
+        for a, b in ((mine[name], theirs[name]) for name in mine))
+
+
 def _load_tensors(layer: nn.Module, source: nn.Module) -> None:
     """Give ``layer`` the values of ``source``'s parameters and buffers (non-persistent ones
     too), by name: a constructor that draws from another random stream than torch's, or keeps
@@ -613,11 +667,15 @@ def full_float32() -> Iterator[None]:
 def seeded(seed: int, device: torch.device | None = None) -> Iterator[None]:
     """Run a block with the random stream seeded, leaving the caller's stream untouched."""
     if device is not None and device.type not in ("cpu", "meta"):
-        fork = torch.random.fork_rng(devices=[device], device_type=device.type)
-    else:
-        fork = torch.random.fork_rng(devices=[])
-    with fork:
-        torch.manual_seed(seed)
+        with torch.random.fork_rng(devices=[device], device_type=device.type):
+            torch.manual_seed(seed)
+            yield
+        return
+    # On the CPU only the CPU's stream: torch.manual_seed also queues a lazy seeding of every
+    # accelerator's streams, each with a captured stack (about a millisecond a call, and a
+    # queue that grows with every call until that accelerator starts).
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)
         yield
 
 

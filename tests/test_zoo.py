@@ -5,13 +5,28 @@ from __future__ import annotations
 
 import pytest
 
+from layercheck import subject
+from layercheck.result import RunReport
+
 from conftest import failed_checks, load_zoo, run_zoo, zoo_names
 
 
 @pytest.mark.parametrize("name", zoo_names())
 def test_zoo_layer_is_judged_right(name: str) -> None:
+    _assert_judged_right(name, run_zoo(name))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", zoo_names())
+def test_zoo_layer_is_judged_right_on_a_sample_of_its_batch(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks that run on a few observations at large sizes (any_batch) give every zoo
+    layer the same verdicts when made to run on two of them at the zoo's small sizes."""
+    monkeypatch.setattr(subject, "SAMPLE_ELEMENTS", 1)
+    _assert_judged_right(name, run_zoo(name))
+
+
+def _assert_judged_right(name: str, report: RunReport) -> None:
     expected = set(load_zoo(name).EXPECT_FAIL)
-    report = run_zoo(name)
     assert report.error is None, report.error
     failed = failed_checks(report)
     details = "\n".join(

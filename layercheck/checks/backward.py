@@ -181,6 +181,7 @@ _HINTS = {
     uses=(FORWARD,),  # the rounding floor of the float32 gradients
     tolerances=path_tolerances("relative difference between the gradients of two uses of the layer summed and of "
                                "each use alone, and between two backward passes over one graph"),
+    any_batch=True,
 )
 def backward_pure(ctx: Context) -> str:
     """Runs forward and backward and requires the backward to leave unchanged what it is
@@ -341,6 +342,7 @@ _A, _B = -1.75, 0.5
     tolerances=path_tolerances("relative difference between the gradients for a combination of two grad_outputs "
                                "and the same combination of their gradients, and between the sum of each output's "
                                "gradients alone and all outputs' gradients"),
+    any_batch=True,
 )
 def grad_output(ctx: Context) -> str:
     """Back-propagates, over one forward graph, a second seeded grad_output w2 and the combination

@@ -23,6 +23,7 @@ from layercheck.sdk import (
     describe_shapes,
     mismatch,
     modules_only,
+    share_predict,
 )
 from layercheck.subject import (
     custom_backward_nodes,
@@ -140,6 +141,7 @@ def predict_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     generated for the layouts. A layer that raises here cannot be used for inference."""
     subject = ctx.fresh()
     out = _expect_tensors(subject.predict(subject.inputs()), "predict")
+    share_predict(ctx, subject, out.tensors)  # the checks that read PREDICT need not call it again
     return f"outputs {', '.join(describe_shapes(out.tensors))}", {"outputs": describe_shapes(out.tensors)}
 
 
@@ -168,6 +170,7 @@ def forward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     matlab="forwardPredictAreConsistentInSize",
     requires=("predict_runs", "forward_runs"),
     tolerances=(_AGREE,),
+    any_batch=True,
 )
 def forward_predict_agree(ctx: Context) -> str:
     """Compares the outputs of predict and of the training forward on the same inputs.

@@ -52,6 +52,7 @@ _FACTORY = (("device", torch.device("meta")), ("dtype", torch.float64))
           "to_empty + reset_parameters rebuild a meta-constructed layer",
     requires=("predict_runs",),
     applies=_NO_CONSTRUCTOR,
+    any_batch=True,
 )
 def factory_kwargs(ctx: Context) -> str:
     """When the constructor accepts ``device=`` and ``dtype=`` (PyTorch's factory keywords),
@@ -274,6 +275,7 @@ def _unset_hint(unset: list[str]) -> str:
     uses=(PREDICT,),
     applies=modules_only("operations (autograd.Function) hold nothing to copy"),
     tolerances=rounding_tolerances("relative difference between predict outputs of the layer and of its copies"),
+    any_batch=True,
 )
 def copy(ctx: Context) -> str:
     """Copies a used layer (a training forward first when it has state) with ``copy.deepcopy`` and

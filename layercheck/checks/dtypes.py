@@ -17,6 +17,7 @@ from layercheck.sdk import (
     dtype_name,
     forward_run,
     layer_failure,
+    layer_is_float32,
     predict_run,
     reference_forward,
     reference_predict,
@@ -30,6 +31,7 @@ from layercheck.sdk import (
     uses=(PREDICT, FORWARD),
     variants=("float32", "float64"),
     optional_variants=("float16", "bfloat16"),
+    any_batch=True,
 )
 def dtype(ctx: Context) -> str:
     """Casts the layer to the variant's type (``layer.to(dtype)``), feeds inputs of that
@@ -79,7 +81,7 @@ def _dtypes(run: Run) -> dict[str, list[tuple[str, torch.dtype]]]:
 def _run(ctx: Context, want: torch.dtype, *, predict: bool) -> Run:
     """Predict, or forward+backward, in ``want``; the shared float32 run when the layer is
     float32 already (casting it would change nothing)."""
-    if want is torch.float32 and _is_float32(ctx):
+    if want is torch.float32 and layer_is_float32(ctx):
         return reference_predict(ctx) if predict else reference_forward(ctx)
     try:
         return predict_run(ctx.fresh(dtype=want)) if predict else forward_run(ctx, ctx.fresh(dtype=want))
@@ -91,14 +93,6 @@ def _run(ctx: Context, want: torch.dtype, *, predict: bool) -> Run:
                 f"run this variant where {name} kernels exist (e.g. a GPU)"
             ) from exc
         raise layer_failure(exc, f"with {name} inputs and layer") from exc
-
-
-def _is_float32(ctx: Context) -> bool:
-    layer = ctx.target.pristine()
-    if layer is None:
-        return True
-    tensors = [*layer.parameters(), *layer.buffers()]
-    return all(t.dtype == torch.float32 for t in tensors if t.is_floating_point())
 
 
 def _unsupported_on_cpu(exc: BaseException) -> bool:

@@ -173,7 +173,7 @@ class BackwardRecorder:
 
 # The checks that read the gradient check's shared runs (each holds full-size inputs, outputs
 # and gradients): once they have all run, the runner lets the runs go (Context.shared).
-_FLOAT32_READERS = ("backward_runs", "backward_size", "gradients", "needs_input_grad")
+_FLOAT32_READERS = ("backward_runs", "backward_size", "gradients", "needs_input_grad", "finite")
 _READERS = ("backward_size", "gradients", "gradgrad", "forward_ad")  # the float64 runs
 
 
@@ -643,6 +643,7 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     uses=(FORWARD,),  # the rounding floor of the float32 gradients
     tolerances=(Tolerance("float32", FROZEN_TOLERANCE, "relative difference (norm) of a gradient from its value "
                           "when every tensor requires grad"),),
+    any_batch=True,
 )
 def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Freezes each parameter in turn and takes each input out of the gradient computation

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from layercheck.checks.gradients import float32_run
 from layercheck.sdk import (
     EXACT,
     FORWARD,
@@ -28,6 +29,7 @@ from layercheck.sdk import (
     forward_is_random,
     forward_run,
     input_change,
+    layer_is_float32,
     modules_only,
     nonfinite,
     output_names,
@@ -45,6 +47,7 @@ from layercheck.sdk import (
     "input_unchanged",
     title="the layer does not modify its inputs",
     uses=(PREDICT, FORWARD),
+    any_batch=True,
 )
 def input_unchanged(ctx: Context) -> str:
     """Compares every input after predict and after the training forward, with grad on and
@@ -108,13 +111,7 @@ def finite(ctx: Context) -> str:
     ``exp`` that overflows (subtract the maximum first), a missing ``eps``.
     """
     predicted = reference_predict(ctx)
-    forwarded = reference_forward(ctx)
-    grad_names, grads = present_grads(forwarded)
-    groups = [
-        (output_names(predicted.outputs, "predict "), predicted.outputs),
-        (output_names(forwarded.outputs, "forward "), forwarded.outputs),
-        (grad_names, grads),
-    ]
+    groups = [(output_names(predicted.outputs, "predict "), predicted.outputs), *_trained(ctx)]
     checked = 0
     for names, tensors in groups:
         for name, t in zip(names, tensors):
@@ -125,6 +122,20 @@ def finite(ctx: Context) -> str:
             if problem is not None:
                 raise CheckFailed(f"{name} has {problem}", tensor=name)
     return f"{checked} output and gradient tensor(s) finite"
+
+
+def _trained(ctx: Context) -> list[tuple[list[str], list[torch.Tensor]]]:
+    """The training forward's outputs and the gradients of its backward, with their names: those
+    of the gradient checks' float32 run where the layer is float32 already (the same run: one
+    full-size forward and backward fewer), else of the shared forward run."""
+    if layer_is_float32(ctx):
+        run = float32_run(ctx)
+        result = run.check_ran()
+        outputs = ([f"forward output {i}" for i in result.positions], result.outputs)
+        present = [(f"gradient of {name}", g) for name, g in zip(run.fn.names, result.grads) if g is not None]
+        return [outputs, ([name for name, _ in present], [g for _, g in present])]
+    forwarded = reference_forward(ctx)
+    return [(output_names(forwarded.outputs, "forward "), forwarded.outputs), present_grads(forwarded)]
 
 
 # -- noncontiguous ----------------------------------------------------------------------------
@@ -170,6 +181,7 @@ _LAYOUTS: tuple[tuple[str, Callable[[torch.Tensor], torch.Tensor]], ...] = (
     uses=(PREDICT, FORWARD),
     tolerances=path_tolerances("relative difference between outputs, gradients and state with non-contiguous and "
                                "with contiguous inputs"),
+    any_batch=True,
 )
 def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Feeds the generated inputs stored two other ways and compares with contiguous

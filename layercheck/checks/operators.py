@@ -117,6 +117,7 @@ def _opcheck(ctx: Context, test: str) -> str:
     "op_schema",
     title="a custom operator mutates and aliases only what its schema declares",
     requires=("forward_runs",),
+    any_batch=True,
 )
 def op_schema(ctx: Context) -> str:
     """Runs ``torch.library.opcheck``'s ``test_schema`` on the custom operator (or on every one
@@ -134,6 +135,7 @@ def op_schema(ctx: Context) -> str:
     "op_fake",
     title="a custom operator's fake kernel gives the real kernel's sizes, dtypes and strides",
     requires=("forward_runs",),
+    any_batch=True,
 )
 def op_fake(ctx: Context) -> str:
     """Runs ``torch.library.opcheck``'s ``test_faketensor``: the fake kernel registered with
@@ -151,6 +153,7 @@ def op_fake(ctx: Context) -> str:
     "op_autograd_registration",
     title="a differentiable custom operator has its backward registered",
     requires=("forward_runs",),
+    any_batch=True,
 )
 def op_autograd_registration(ctx: Context) -> str:
     """Runs ``torch.library.opcheck``'s ``test_autograd_registration``: an operator called with
@@ -167,6 +170,7 @@ def op_autograd_registration(ctx: Context) -> str:
     title="a custom operator traces under AOT dispatch (torch.compile's backward)",
     default=False,
     requires=("forward_runs",),
+    any_batch=True,
 )
 def op_aot_dispatch(ctx: Context) -> str:
     """Runs ``torch.library.opcheck``'s ``test_aot_dispatch_dynamic``: the operator, with its

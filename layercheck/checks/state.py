@@ -138,6 +138,7 @@ def _resized_to_batch(old: torch.Tensor, new: torch.Tensor, batch: set[int]) -> 
     applies=_STATELESS,
     tolerances=rounding_tolerances("relative difference between the state (and the first output) after reset_state "
                                    "and the fresh layer's"),
+    any_batch=True,
 )
 def reset_state(ctx: Context) -> str:
     """Runs the training forward a few times so that the state moves, calls
@@ -209,6 +210,7 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     applies=_STATELESS,
     tolerances=path_tolerances("relative difference between predict outputs of the saved layer and of a fresh "
                                "instance loaded from its state_dict"),
+    any_batch=True,
 )
 def state_dict(ctx: Context) -> str:
     """Trains a copy a little (one forward, which updates running state, and a nudge to

@@ -34,6 +34,7 @@ _LR = 0.1
     applies=modules_only("operations (autograd.Function) have no parameters to train"),
     tolerances=(Tolerance("float32", 1e-4, "relative difference between each trainable parameter's move in one "
                                            "SGD step and -lr times the gradient it held"),),
+    any_batch=True,
 )
 def train_step(ctx: Context) -> str:
     """Builds ``torch.optim.SGD(layer.parameters(), lr=0.1)`` as a training script does, runs the

@@ -272,6 +272,7 @@ _PER_SAMPLE = 3  # observations whose per-sample gradients are compared with a l
     tolerances=path_tolerances("relative difference between the batched call and vmap over its observations, "
                                "between functional_call and the layer, and between per-sample gradients from "
                                "vmap(grad(...)) and from single observations"),
+    any_batch=True,
 )
 def vmap(ctx: Context) -> str:
     """In eval mode (as per-sample gradients are taken): ``torch.func.functional_call`` with other

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -39,6 +39,7 @@ class LayerFunction:
         self.domains = [specs[i].values.domain if i < len(specs) else None for i in self.input_slots]
         self.domains += [None] * len(self.parameters)
         self.state = subject.checkpoint()
+        self.positions: list[int] = []  # where the last call's floating outputs sit among its tensor outputs
 
     def __len__(self) -> int:
         return len(self.point)
@@ -76,13 +77,15 @@ class LayerFunction:
             slots = leaves + [p for _, p in self.parameters]
             with around(slots) if around is not None else nullcontext():
                 raw = self.subject.call(self.mode, inputs)
+            tensors = Outputs.of(raw).tensors
+            self.positions = [i for i, t in enumerate(tensors) if t.is_floating_point()]
         finally:
             # what the layer got (input copies) is no one's here: held, it would keep a
             # full-size copy alive as long as the function (the shared gradient references)
             self.subject.fed = []
             for (_, p), flag in zip(self.parameters, flags):
                 p.requires_grad_(flag)
-        return Outputs.of(raw).floating, leaves + [p for _, p in self.parameters]
+        return [tensors[i] for i in self.positions], leaves + [p for _, p in self.parameters]
 
     def reset(self) -> None:
         """Put the parameters and the state back at the point."""
@@ -113,7 +116,7 @@ class LayerFunction:
         if pairs and any(requires):
             with seeded(self.subject.target.seed, self.subject.device), (watch or _no_watch)(outputs):
                 grads = backpropagate(pairs, leaves)
-        return Backprop(grads, values, [y.requires_grad for y in outputs], given)
+        return Backprop(grads, values, [y.requires_grad for y in outputs], given, list(self.positions))
 
     def terms(self, values: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
         """Partial sums of <w_k, y_k> in float64, ``CHUNKS`` per output: shape (outputs, CHUNKS).
@@ -131,6 +134,7 @@ class Backprop:
     outputs: list[torch.Tensor]  # floating outputs, detached
     differentiable: list[bool]  # per floating output: did it require grad
     cotangents: list[torch.Tensor | None]
+    positions: list[int] = field(default_factory=list)  # of the outputs among the call's tensor outputs
 
 
 class GradientFunction:

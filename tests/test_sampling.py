@@ -1,0 +1,95 @@
+"""At large sizes the checks whose verdict does not depend on the batch size (any_batch) run on
+a few of its observations; the others, and every layer that does not take a smaller batch as
+it takes the whole one, run on all of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from layercheck import subject
+from layercheck.api import check_layer
+from layercheck.inputs import InputSpec
+from layercheck.layout import Layout
+from layercheck.loading import resolve
+from layercheck.registry import get, load_checks
+from layercheck.subject import Target
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def small_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sample at the tests' small sizes: two observations whatever the batch."""
+    monkeypatch.setattr(subject, "SAMPLE_ELEMENTS", 1)
+
+
+def test_the_sample_keeps_enough_observations_for_its_elements_and_leaves_other_inputs_whole() -> None:
+    srelu = resolve("layers/srelu.py", base_dir=ROOT)
+    sample = Target(srelu, [Layout.parse("24,24,20,128:SSCB")]).sampled()
+    assert sample is not None and sample.layouts == (Layout.parse("24,24,20,5:SSCB"),)  # 5 x 11520 <= 65536
+    function = resolve("layers/srelu_function.py", base_dir=ROOT)
+    inputs = [Layout.parse("24,24,20,128:SSCB"), *[Layout.parse("1,1,20,1:UUCU")] * 4]
+    sample = Target(function, inputs).sampled()
+    assert sample is not None and sample.layouts == (Layout.parse("24,24,20,5:SSCB"), *inputs[1:])
+    assert Target(srelu, [Layout.parse("8,8,20,4:SSCB")]).sampled() is None  # small already
+    assert Target(nn.Bilinear(3, 3, 2), [Layout.parse("3,900:CB"), Layout.parse("3,800:CB")],
+                  ).sampled() is None  # no common batch
+
+
+def test_checks_that_do_not_depend_on_the_batch_run_on_two_observations_and_say_so(small_sample: None) -> None:
+    load_checks()
+    report = check_layer(resolve("layers/srelu.py", base_dir=ROOT), "4,4,3,6:SSCB")
+    assert not report.failures()
+    (run,) = report.runs
+    ran = [r for r in run.results if r.status.value != "skipped"]
+    sampled = {r.check for r in ran if r.details.get("observations") == 2}
+    assert {"needs_input_grad", "backward_pure", "grad_output", "dtype", "copy"} <= sampled
+    assert not sampled & {"predict_runs", "backward_runs", "gradients", "finite", "observations", "deterministic"}
+    assert sampled == {r.check for r in ran if get(r.check).any_batch}
+    needs = next(r for r in ran if r.check == "needs_input_grad")
+    assert needs.message.endswith("(on 2 of the batch's 6 observations)") and needs.details["batch"] == 6
+
+
+def test_a_bug_is_caught_on_the_sample_with_the_checks_message(small_sample: None) -> None:
+    from conftest import load_zoo
+
+    layer = load_zoo("needs_input_grad_packed").LAYER
+    report = check_layer(layer, *load_zoo("needs_input_grad_packed").LAYOUTS, checks=["needs_input_grad"])
+    (failure,) = [r for _, r in report.failures()]
+    assert failure.check == "needs_input_grad" and failure.details["observations"] == 2
+    assert "receives no gradient" in failure.message or "differs from its gradient" in failure.message
+
+
+class FixedBatch(nn.Module):
+    """Correct, but written for one batch size: it cannot take fewer observations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.linspace(0.5, 1.5, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(6, 4) * self.weight
+
+
+class BatchSizedParameter(nn.Module):
+    """Correct, with a parameter per observation, sized in initialize from the B dimension."""
+
+    def initialize(self, layout: Layout) -> None:
+        self.scale = nn.Parameter(torch.linspace(0.5, 1.5, layout.size[layout.batch_dim]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale[:, None]
+
+
+@pytest.mark.parametrize("layer", [FixedBatch, BatchSizedParameter])
+def test_a_layer_that_does_not_take_a_smaller_batch_is_checked_on_all_of_it(small_sample: None, layer: type) -> None:
+    target = Target(layer, [InputSpec(Layout.parse("6,4:BC"))])
+    report = check_layer(layer, "6,4:BC", skip=["observations"])
+    assert not report.failures(), report.failures()
+    assert all("observations" not in r.details for r in report.runs[0].results)
+    if layer is BatchSizedParameter:
+        assert target.sampled() is None  # its parameters follow the batch
