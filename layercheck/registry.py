@@ -187,6 +187,12 @@ def catalogue() -> list[CheckInfo]:
     return plugins.ordered(_REGISTRY, SPEC_ORDER)
 
 
+def readers_of(run: SharedRun) -> frozenset[str]:
+    """The checks that declare they read a shared run (``@check(uses=...)``)."""
+    load_checks()
+    return frozenset(info.id for info in _REGISTRY.values() if run in info.uses)
+
+
 def get(check_id: str) -> CheckInfo:
     load_checks()
     if check_id not in _REGISTRY:

@@ -281,9 +281,10 @@ class TargetRun:
         return None
 
     def steps(self) -> Iterator[tuple[CheckInfo, str]]:
-        """Every planned check and variant, in the plan's order, except that while a shared run
-        with declared readers is held, those of its readers still to run come first, so that
-        it is let go early (Context.shared); the report keeps the plan's order."""
+        """Every planned check and variant, in the plan's order, except that while shared runs
+        with declared readers are held, the readers still to run of the one held longest come
+        first, so that it is let go early (Context.shared); the report keeps the plan's order.
+        A check that runs on the sample of the batch reads none of them."""
         order = [(planned.info, variant) for planned in self.plan for variant in planned.variants]
         given: set[tuple[str, str]] = set()
         while True:
@@ -291,8 +292,9 @@ class TargetRun:
                        if (info.id, variant) not in self.results and (info.id, variant) not in given]
             if not pending:
                 return
-            held = frozenset().union(*self.readers.values())
-            info, variant = next((step for step in pending if step[0].id in held), pending[0])
+            readers = [step for held in self.readers.values() for step in pending
+                       if step[0].id in held and not self._on_sample(step[0])]
+            info, variant = readers[0] if readers else pending[0]
             given.add((info.id, variant))
             yield info, variant
 
@@ -329,7 +331,7 @@ class TargetRun:
                                         f"was skipped because {root} {cause}")
             result = CheckResult(info.id, variant, Status.SKIPPED, 0.0, reason)
         else:
-            sample = self.sampled(info) if info.any_batch else None
+            sample = self.sampled(info) if self._on_sample(info) else None
             target, shared, readers = ((sample.target, sample.shared, sample.readers) if sample is not None
                                        else (self.target, self.shared, self.readers))
             ctx = Context(target, info, variant, invocation=self.target.invocation, tolerances=self.tolerances,
@@ -361,6 +363,9 @@ class TargetRun:
             except (Exception, CheckTimeout):
                 pass  # the layer's trouble with a smaller batch: the checks that could use one use all of it
         return self._sample
+
+    def _on_sample(self, info: CheckInfo) -> bool:
+        return info.any_batch and self.sampled(info) is not None
 
     def _release(self) -> None:
         """Let go of the shared runs whose declared readers have all run (Context.shared)."""

@@ -27,7 +27,7 @@ from layercheck.compare import (
 )
 from layercheck.context import Context
 from layercheck.errors import CheckFailed
-from layercheck.registry import SharedRun, Tolerance
+from layercheck.registry import SharedRun, Tolerance, readers_of
 from layercheck.subject import Outputs, Subject, backpropagate, seeded
 
 PREDICT = SharedRun("predict", ("predict_runs",))
@@ -165,19 +165,22 @@ def reference_predict(ctx: Context, *, rng_seed: int | None = None) -> Run:
     ctx.use(PREDICT)
     seed = ctx.seed if rng_seed is None else rng_seed
     return ctx.shared(("reference_predict", seed),
-                      lambda: predict_run(ctx.fresh(), rng_seed=seed, watch_inputs=seed == ctx.seed))
+                      lambda: predict_run(ctx.fresh(), rng_seed=seed, watch_inputs=seed == ctx.seed),
+                      readers=readers_of(PREDICT))
 
 
 def share_predict(ctx: Context, subject: Subject, outputs: Sequence[torch.Tensor]) -> None:
     """Keep a predict of a fresh layer on the generated inputs with the target's random stream,
     which ``subject`` just made (predict_runs), as the shared predict run: it is that run."""
-    ctx.shared(("reference_predict", ctx.seed), lambda: predicted(subject, outputs, watch_inputs=True))
+    ctx.shared(("reference_predict", ctx.seed), lambda: predicted(subject, outputs, watch_inputs=True),
+               readers=readers_of(PREDICT))
 
 
 def reference_forward(ctx: Context) -> Run:
     """Training forward and backward of a fresh layer on the generated inputs."""
     ctx.use(FORWARD)
-    return ctx.shared("reference_forward", lambda: forward_run(ctx, ctx.fresh(), watch_inputs=True))
+    return ctx.shared("reference_forward", lambda: forward_run(ctx, ctx.fresh(), watch_inputs=True),
+                      readers=readers_of(FORWARD))
 
 
 def layer_is_float32(ctx: Context) -> bool:

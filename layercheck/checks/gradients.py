@@ -173,7 +173,8 @@ class BackwardRecorder:
 
 # The checks that read the gradient check's shared runs (each holds full-size inputs, outputs
 # and gradients): once they have all run, the runner lets the runs go (Context.shared).
-_FLOAT32_READERS = ("backward_runs", "backward_size", "gradients", "needs_input_grad", "finite")
+_FLOAT32_READERS = ("backward_runs", "needs_input_grad", "finite")
+_FLOAT32_GRADIENTS = "layercheck.gradients.float32.gradients"
 _READERS = ("backward_size", "gradients", "gradgrad", "forward_ad")  # the float64 runs
 
 
@@ -234,9 +235,42 @@ def _analytic(ctx: Context, subject: Subject, inputs: list[torch.Tensor] | None 
 
 
 def float32_run(ctx: Context) -> Analytic:
-    """The float32 forward and backward shared by the four gradient checks."""
-    return ctx.shared("layercheck.gradients.float32", lambda: _analytic(ctx, ctx.fresh(torch.float32)),
-                      readers=_FLOAT32_READERS)
+    """The float32 forward and backward shared by the four gradient checks and finite. What
+    its hand-written backwards returned is held apart for backward_size, and its gradients for
+    gradients[float32], which compares them with the float64 ones once the finite differences
+    are done: the run's inputs, outputs and cotangents can go before the float64 runs come."""
+
+    def compute() -> Analytic:
+        analytic = _analytic(ctx, ctx.fresh(torch.float32))
+        if analytic.result is not None:
+            ctx.shared(_FLOAT32_GRADIENTS, lambda: Gradients.of(analytic), readers=("backward_size", GRADIENTS))
+        return analytic
+
+    return ctx.shared("layercheck.gradients.float32", compute, readers=_FLOAT32_READERS)
+
+
+@dataclass(frozen=True)
+class Gradients:
+    """What a run keeps once its inputs, outputs and cotangents are let go: the gradients, the
+    names and sizes and dtypes of the tensors they belong to (on the meta device), whether
+    each floating output required grad, and what the hand-written backwards returned."""
+
+    names: list[str]
+    tensors: list[torch.Tensor]
+    grads: list[torch.Tensor | None]
+    differentiable: list[bool]
+    recorder: BackwardRecorder
+
+    @classmethod
+    def of(cls, analytic: Analytic) -> Gradients:
+        result = analytic.check_ran()
+        return cls(analytic.fn.names, [t.to("meta") for t in analytic.fn.point], result.grads,
+                   result.differentiable, analytic.recorder)
+
+
+def float32_gradients(ctx: Context) -> Gradients:
+    """The float32 run's gradients (see :func:`float32_run`). Raises the run's LayerRaised."""
+    return ctx.shared(_FLOAT32_GRADIENTS, lambda: Gradients.of(float32_run(ctx)), readers=("backward_size", GRADIENTS))
 
 
 def float64_run(ctx: Context) -> Analytic:
@@ -326,7 +360,11 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
             float64_failure: str | None = None, traced: Trace | None = None) -> Reference:
     """The finite differences of ``fn`` and their verdict on its analytic gradient ``run``
     (``traced``: what the run computed, when it was recorded while it ran)."""
-    fd = FiniteDifferences(fn, [w for w in run.cotangents if w is not None], seed=ctx.seed, outputs=run.outputs)
+    kept = None if any(y.is_meta for y in run.outputs) else run.outputs  # meta: judged before, values let go
+    fd = FiniteDifferences(fn, [w for w in run.cotangents if w is not None], seed=ctx.seed, outputs=kept)
+    # the outputs' values are in the differences' base sums now: only their sizes and dtypes
+    # are read again, and a full-size copy fewer is held while the layer is differenced
+    run.outputs[:] = [y.to("meta") for y in run.outputs]
     fd.excluded = {slot for slot, g in enumerate(run.grads) if g is None}
     traced = trace(fn) if traced is None else traced
     fd.precision = precision or traced.lowest
@@ -471,7 +509,7 @@ def _skip_unless_finite(ctx: Context, run: Backprop, dtype: str) -> None:
     finite: skipped pointing at the finite check, or failed when that check does not run
     (a skip must never point at a check that did not run)."""
     problem = next((f"{dtype} output {i} is not finite on the generated inputs" for i, y in enumerate(run.outputs)
-                    if not all_finite(y)), None)
+                    if not y.is_meta and not all_finite(y)), None)  # meta: found finite before, values let go
     if problem is None:
         problem = next((f"a {dtype} gradient is not finite on the generated inputs" for g in run.grads
                         if g is not None and not all_finite(g)), None)
@@ -566,10 +604,10 @@ def backward_size(ctx: Context) -> tuple[str, dict[str, Any]]:
     the backward raise (backward_runs reports it). Fix: reduce to the input's shape
     (``grad.sum_to_size(x.shape)``) and return the input's dtype.
     """
-    run = float32_run(ctx)
-    for record in run.recorder.broadcast():
+    kept = float32_gradients(ctx)
+    for record in kept.recorder.broadcast():
         ctx.note(record.waste())
-    wrong = run.recorder.wrong()
+    wrong = kept.recorder.wrong()
     if not wrong:  # a backward that computes in float32 whatever it is given shows only in float64
         try:
             wrong = float64_run(ctx).recorder.wrong()
@@ -579,19 +617,19 @@ def backward_size(ctx: Context) -> tuple[str, dict[str, Any]]:
         raise CheckFailed(
             f"{wrong[0].describe()}" + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else "")
             + "; autograd reshaped or cast it silently", returned=[_raw_dict(r) for r in wrong])
-    result = run.check_ran()
-    if not any(result.differentiable):
+    if not any(kept.differentiable):
         raise CheckSkipped("no floating output carries a gradient: nothing was back-propagated")
-    for name, value, g in zip(run.fn.names, run.fn.point, result.grads):
+    for name, value, g in zip(kept.names, kept.tensors, kept.grads):
         if g is not None and (g.shape != value.shape or g.dtype != value.dtype):
             raise CheckFailed(
                 f"the gradient of {name} is {tuple(g.shape)} {dtype_name(g.dtype)}, the tensor is "
                 f"{tuple(value.shape)} {dtype_name(value.dtype)}", tensor=name)
-    message = f"the gradients of {_count_names(run.fn.names)} have their tensors' sizes and dtypes"
-    if run.recorder.functions:
-        message += (f"; hand-written backward of {', '.join(run.recorder.functions)} returned "
-                    f"{len(run.recorder.records)} gradient(s) of the right size and dtype before autograd's checks")
-    return message, {"hand_written_backward": run.recorder.functions, "raw_gradients": len(run.recorder.records)}
+    recorder = kept.recorder
+    message = f"the gradients of {_count_names(kept.names)} have their tensors' sizes and dtypes"
+    if recorder.functions:
+        message += (f"; hand-written backward of {', '.join(recorder.functions)} returned "
+                    f"{len(recorder.records)} gradient(s) of the right size and dtype before autograd's checks")
+    return message, {"hand_written_backward": recorder.functions, "raw_gradients": len(recorder.records)}
 
 
 @check(
@@ -903,8 +941,7 @@ def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[t
     the tolerance); float16 and bfloat16 round the inputs enough to move elements across
     kinks, so their float64 counterpart is taken at the rounded point."""
     if dtype is torch.float32:
-        run = float32_run(ctx).check_ran()
-        return run.grads, ref.run.grads
+        return float32_gradients(ctx).grads, ref.run.grads
     subject = ctx.fresh(dtype)
     try:
         low = LayerFunction(subject, subject.inputs()).gradient(lambda outputs: cotangents(ctx, outputs))
