@@ -174,7 +174,8 @@ class BackwardRecorder:
 # The checks that read the gradient check's shared runs (each holds full-size inputs, outputs
 # and gradients): once they have all run, the runner lets the runs go (Context.shared).
 _FLOAT32_READERS = ("backward_runs", "needs_input_grad", "finite")
-_FLOAT32_GRADIENTS = "layercheck.gradients.float32.gradients"
+_FLOAT32_GRADIENTS = "layercheck.gradients.float32.gradients"  # what outlives the float32 run (KeptGradients)
+_GRADIENTS_READERS = ("backward_size", "gradients")
 _READERS = ("backward_size", "gradients", "gradgrad", "forward_ad")  # the float64 runs
 
 
@@ -243,14 +244,14 @@ def float32_run(ctx: Context) -> Analytic:
     def compute() -> Analytic:
         analytic = _analytic(ctx, ctx.fresh(torch.float32))
         if analytic.result is not None:
-            ctx.shared(_FLOAT32_GRADIENTS, lambda: Gradients.of(analytic), readers=("backward_size", GRADIENTS))
+            ctx.shared(_FLOAT32_GRADIENTS, lambda: KeptGradients.of(analytic), readers=_GRADIENTS_READERS)
         return analytic
 
     return ctx.shared("layercheck.gradients.float32", compute, readers=_FLOAT32_READERS)
 
 
 @dataclass(frozen=True)
-class Gradients:
+class KeptGradients:
     """What a run keeps once its inputs, outputs and cotangents are let go: the gradients, the
     names and sizes and dtypes of the tensors they belong to (on the meta device), whether
     each floating output required grad, and what the hand-written backwards returned."""
@@ -262,15 +263,15 @@ class Gradients:
     recorder: BackwardRecorder
 
     @classmethod
-    def of(cls, analytic: Analytic) -> Gradients:
+    def of(cls, analytic: Analytic) -> KeptGradients:
         result = analytic.check_ran()
         return cls(analytic.fn.names, [t.to("meta") for t in analytic.fn.point], result.grads,
                    result.differentiable, analytic.recorder)
 
 
-def float32_gradients(ctx: Context) -> Gradients:
+def float32_gradients(ctx: Context) -> KeptGradients:
     """The float32 run's gradients (see :func:`float32_run`). Raises the run's LayerRaised."""
-    return ctx.shared(_FLOAT32_GRADIENTS, lambda: Gradients.of(float32_run(ctx)), readers=("backward_size", GRADIENTS))
+    return ctx.shared(_FLOAT32_GRADIENTS, lambda: KeptGradients.of(float32_run(ctx)), readers=_GRADIENTS_READERS)
 
 
 def float64_run(ctx: Context) -> Analytic:
