@@ -4,19 +4,24 @@ it takes the whole one, run on all of it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
+from typer.testing import CliRunner
 
 from layercheck import subject
 from layercheck.api import check_layer
+from layercheck.cli import app
 from layercheck.inputs import InputSpec
 from layercheck.layout import Layout
 from layercheck.loading import resolve
 from layercheck.registry import get, load_checks
 from layercheck.subject import Target
+
+from conftest import load_zoo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,8 +60,6 @@ def test_checks_that_do_not_depend_on_the_batch_run_on_two_observations_and_say_
 
 
 def test_a_bug_is_caught_on_the_sample_with_the_checks_message(small_sample: None) -> None:
-    from conftest import load_zoo
-
     layer = load_zoo("needs_input_grad_packed").LAYER
     report = check_layer(layer, *load_zoo("needs_input_grad_packed").LAYOUTS, checks=["needs_input_grad"])
     (failure,) = [r for _, r in report.failures()]
@@ -93,3 +96,21 @@ def test_a_layer_that_does_not_take_a_smaller_batch_is_checked_on_all_of_it(smal
     assert all("observations" not in r.details for r in report.runs[0].results)
     if layer is BatchSizedParameter:
         assert target.sampled() is None  # its parameters follow the batch
+
+
+def test_the_json_report_says_which_checks_ran_on_a_sample(tmp_path: Path) -> None:
+    """At MATLAB's 24,24,20,128 through the command line: the report read back names the
+    observations a check ran on, and the checks on the whole batch name none."""
+
+
+
+    out = tmp_path / "report.json"
+    invoked = CliRunner().invoke(app, ["run", str(ROOT / "layers/srelu.py"), "--layout", "24,24,20,128:SSCB",
+                                       "--check", "needs_input_grad", "--check", "finite", "--no-isolate",
+                                       "--format", "json", "--output", str(out)])
+    assert invoked.exit_code == 0, invoked.output
+    results = {r["check"]: r for r in json.loads(out.read_text())["runs"][0]["results"]}
+    sampled = results["needs_input_grad"]
+    assert (sampled["details"]["observations"], sampled["details"]["batch"]) == (5, 128)
+    assert sampled["message"].endswith("(on 5 of the batch's 128 observations)")
+    assert results["finite"]["status"] == "passed" and "observations" not in results["finite"]["details"]
