@@ -28,7 +28,7 @@ from layercheck.compare import (
 from layercheck.context import Context
 from layercheck.errors import CheckFailed
 from layercheck.registry import SharedRun, Tolerance, readers_of
-from layercheck.subject import Outputs, Subject, backpropagate, seeded
+from layercheck.subject import Outputs, Subject, backpropagate, seeded, standard_normal
 
 PREDICT = SharedRun("predict", ("predict_runs",))
 """Predict (eval, no grad) of a fresh float32 layer on the generated inputs."""
@@ -149,8 +149,7 @@ def cotangents(ctx: Context, outputs: Sequence[torch.Tensor], *, copy: bool = Tr
             continue
 
         def draw(i: int = i, shape: tuple[int, ...] = tuple(out.shape)) -> torch.Tensor:
-            gen = torch.Generator().manual_seed(ctx.seed * 1_000_003 + 7_919 * (i + 1))
-            return torch.randn(shape, generator=gen, dtype=torch.float64)
+            return standard_normal(shape, ctx.seed * 1_000_003 + 7_919 * (i + 1))
 
         values = ctx.shared(("cotangent", i, tuple(out.shape)), draw)
         result.append(values.to(out.device, out.dtype, copy=copy))  # a backward may change it in place

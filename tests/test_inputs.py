@@ -117,3 +117,25 @@ def test_a_spec_with_integer_boolean_positive_and_keyword_inputs_round_trips() -
                          "4,16:BC dtype=bool values=0.2"]
     assert [parse_input(text) for text in described[:3]] == list(spec.inputs[:3])
     assert spec.inputs[3].name == "mask" and spec.constants == {"dim": -1}
+
+
+def test_large_standard_normal_inputs_are_drawn_in_parallel_with_the_same_values_on_any_machine() -> None:
+    """A large draw is split into fixed parts, so its values depend on the seed and size only:
+    the same with one thread as with several; small draws are torch.randn from the seed as before."""
+    import torch
+
+    from layercheck.subject import PARALLEL_DRAW, standard_normal
+
+    size = (PARALLEL_DRAW // 4 + 3, 4)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        alone = standard_normal(size, 11)
+        torch.set_num_threads(2)
+        beside = standard_normal(size, 11)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(alone, beside) and not torch.equal(alone, standard_normal(size, 12))
+    assert abs(float(alone.mean())) < 0.01 and abs(float(alone.std()) - 1) < 0.01
+    small = standard_normal((5, 3), 11)
+    assert torch.equal(small, torch.randn((5, 3), generator=torch.Generator().manual_seed(11), dtype=torch.float64))
