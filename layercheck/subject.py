@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import enum
 import functools
+import hashlib
 import inspect
 import math
 import re
@@ -685,7 +686,10 @@ def seeded(seed: int, device: torch.device | None = None) -> Iterator[None]:
 # from a generator of its own, on as many threads as torch uses: torch draws float64 normals
 # on one thread (about 20 ns an element, 30 ms for 24,24,20,128). The parts are fixed, so the
 # values depend on the seed and the size only, never on the machine; smaller tensors are one
-# draw from the seed, as they always were.
+# draw from the seed, as they always were. A part's seed is a hash of the seed and the part:
+# a simple formula (seed * m + k) gives some part the seed of another, small input, whose
+# values it then repeats — an element of x exactly at a threshold drawn as another input, a
+# kink no finite difference can take.
 PARALLEL_DRAW = 1 << 20
 _PARTS = 8
 
@@ -699,7 +703,8 @@ def standard_normal(size: Sequence[int], seed: int) -> torch.Tensor:
     parts = values.tensor_split(_PARTS)
 
     def fill(k: int) -> None:
-        parts[k].normal_(generator=torch.Generator().manual_seed((seed * 8191 + k + 1) % (1 << 63)))
+        digest = hashlib.blake2b(f"layercheck draw {seed} part {k}".encode(), digest_size=8).digest()
+        parts[k].normal_(generator=torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1))
 
     workers = min(_PARTS, torch.get_num_threads())
     if workers > 1:

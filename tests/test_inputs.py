@@ -9,12 +9,16 @@ import shlex
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from typer.testing import CliRunner
 
 from layercheck.cli import app
 from layercheck.inputs import parse_input
+from layercheck.layout import Layout
+from layercheck.loading import resolve
 from layercheck.spec import parse_spec
+from layercheck.subject import PARALLEL_DRAW, Target, standard_normal
 
 runner = CliRunner()
 
@@ -122,10 +126,6 @@ def test_a_spec_with_integer_boolean_positive_and_keyword_inputs_round_trips() -
 def test_large_standard_normal_inputs_are_drawn_in_parallel_with_the_same_values_on_any_machine() -> None:
     """A large draw is split into fixed parts, so its values depend on the seed and size only:
     the same with one thread as with several; small draws are torch.randn from the seed as before."""
-    import torch
-
-    from layercheck.subject import PARALLEL_DRAW, standard_normal
-
     size = (PARALLEL_DRAW // 4 + 3, 4)
     threads = torch.get_num_threads()
     try:
@@ -139,3 +139,9 @@ def test_large_standard_normal_inputs_are_drawn_in_parallel_with_the_same_values
     assert abs(float(alone.mean())) < 0.01 and abs(float(alone.std()) - 1) < 0.01
     small = standard_normal((5, 3), 11)
     assert torch.equal(small, torch.randn((5, 3), generator=torch.Generator().manual_seed(11), dtype=torch.float64))
+    # no part repeats another input's draw: SReLUFunction's thresholds are inputs 1 and 3, drawn
+    # from the seeds next to x's; an element of x equal to one sits on a kink
+    root = Path(__file__).resolve().parent.parent
+    layouts = [Layout.parse("24,24,20,128:SSCB"), *[Layout.parse("1,1,20,1:UUCU")] * 4]
+    x, *thresholds = Target(resolve("layers/srelu_function.py", base_dir=root), layouts).base_inputs()
+    assert not any(bool(torch.isin(t, x).any()) for t in thresholds)
