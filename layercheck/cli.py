@@ -248,6 +248,11 @@ def checks_command(
                       + (f"; opt-in: {', '.join(info.optional_variants)}" if info.optional_variants else ""), markup=False)
         if info.requires:
             out.print(f"needs: {', '.join(info.requires)}", markup=False)
+        if info.any_batch:
+            from layercheck.subject import SAMPLE_ELEMENTS
+
+            out.print(f"inputs of more than {SAMPLE_ELEMENTS:,} elements: runs on a few of the batch's observations "
+                      "(README: \"Large inputs: a sample of the batch\")", markup=False)
         if info.tolerances:
             out.print("tolerances (override with --tolerance CHECK.DTYPE=VALUE, or tolerance: in a spec):", markup=False)
             for tol in info.tolerances:

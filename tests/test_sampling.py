@@ -114,3 +114,11 @@ def test_the_json_report_says_which_checks_ran_on_a_sample(tmp_path: Path) -> No
     assert (sampled["details"]["observations"], sampled["details"]["batch"]) == (5, 128)
     assert sampled["message"].endswith("(on 5 of the batch's 128 observations)")
     assert results["finite"]["status"] == "passed" and "observations" not in results["finite"]["details"]
+
+
+def test_the_catalogue_says_which_checks_run_on_a_sample() -> None:
+    sampled = CliRunner().invoke(app, ["checks", "needs_input_grad"], env={"COLUMNS": "200"})
+    whole = CliRunner().invoke(app, ["checks", "gradients"], env={"COLUMNS": "200"})
+    assert sampled.exit_code == whole.exit_code == 0
+    assert "inputs of more than 65,536 elements: runs on a few of the batch's observations" in sampled.stdout
+    assert "observations" not in whole.stdout.split("\n\n")[0]
