@@ -410,7 +410,7 @@ class _Sample:
         kept = self.target.batch
         where = f"on {kept} of the batch's {self.batch} observations"
         return replace(result, message=f"{result.message} ({where})" if result.message else where,
-                       details={**result.details, "observations": kept, "batch": self.batch})
+                       details={**result.details, "sample": {"observations": kept, "batch": self.batch}})
 
 
 def _try(target: Target) -> None:

@@ -65,8 +65,8 @@ def test_full_size_srelu_passes_and_a_bug_on_under_one_percent_is_caught() -> No
     assert all(status == "passed" for status, _, _ in found.values()), found
     # the checks whose verdict does not depend on the batch size ran on five of its observations
     assert found["needs_input_grad"][1].endswith("(on 5 of the batch's 128 observations)")
-    assert (found["needs_input_grad"][2]["observations"], found["needs_input_grad"][2]["batch"]) == (5, 128)
-    assert "observations" not in found["gradients[float64]"][2]
+    assert found["needs_input_grad"][2]["sample"] == {"observations": 5, "batch": 128}
+    assert "sample" not in found["gradients[float64]"][2]
     found = results(run(load_zoo("gradients_region_bug").LAYER, full, only=("gradients",)))
     status, message, details = found["gradients[float64]"]
     assert status == "failed"

@@ -51,19 +51,19 @@ def test_checks_that_do_not_depend_on_the_batch_run_on_two_observations_and_say_
     assert not report.failures()
     (run,) = report.runs
     ran = [r for r in run.results if r.status.value != "skipped"]
-    sampled = {r.check for r in ran if r.details.get("observations") == 2}
+    sampled = {r.check for r in ran if r.details.get("sample") == {"observations": 2, "batch": 6}}
     assert {"needs_input_grad", "backward_pure", "grad_output", "dtype", "copy"} <= sampled
     assert not sampled & {"predict_runs", "backward_runs", "gradients", "finite", "observations", "deterministic"}
     assert sampled == {r.check for r in ran if get(r.check).any_batch}
     needs = next(r for r in ran if r.check == "needs_input_grad")
-    assert needs.message.endswith("(on 2 of the batch's 6 observations)") and needs.details["batch"] == 6
+    assert needs.message.endswith("(on 2 of the batch's 6 observations)")
 
 
 def test_a_bug_is_caught_on_the_sample_with_the_checks_message(small_sample: None) -> None:
     layer = load_zoo("needs_input_grad_packed").LAYER
     report = check_layer(layer, *load_zoo("needs_input_grad_packed").LAYOUTS, checks=["needs_input_grad"])
     (failure,) = [r for _, r in report.failures()]
-    assert failure.check == "needs_input_grad" and failure.details["observations"] == 2
+    assert failure.check == "needs_input_grad" and failure.details["sample"]["observations"] == 2
     assert "receives no gradient" in failure.message or "differs from its gradient" in failure.message
 
 
@@ -93,7 +93,7 @@ def test_a_layer_that_does_not_take_a_smaller_batch_is_checked_on_all_of_it(smal
     target = Target(layer, [InputSpec(Layout.parse("6,4:BC"))])
     report = check_layer(layer, "6,4:BC", skip=["observations"])
     assert not report.failures(), report.failures()
-    assert all("observations" not in r.details for r in report.runs[0].results)
+    assert all("sample" not in r.details for r in report.runs[0].results)
     if layer is BatchSizedParameter:
         assert target.sampled() is None  # its parameters follow the batch
 
@@ -111,9 +111,9 @@ def test_the_json_report_says_which_checks_ran_on_a_sample(tmp_path: Path) -> No
     assert invoked.exit_code == 0, invoked.output
     results = {r["check"]: r for r in json.loads(out.read_text())["runs"][0]["results"]}
     sampled = results["needs_input_grad"]
-    assert (sampled["details"]["observations"], sampled["details"]["batch"]) == (5, 128)
+    assert sampled["details"]["sample"] == {"observations": 5, "batch": 128}
     assert sampled["message"].endswith("(on 5 of the batch's 128 observations)")
-    assert results["finite"]["status"] == "passed" and "observations" not in results["finite"]["details"]
+    assert results["finite"]["status"] == "passed" and "sample" not in results["finite"]["details"]
 
 
 def test_the_catalogue_says_which_checks_run_on_a_sample() -> None:
