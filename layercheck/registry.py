@@ -103,7 +103,7 @@ def modules_only(reason: str) -> Applies:
 def needs_batch(target: Target) -> str | None:
     """An ``applies`` rule: the check needs a B (batch) dimension, of one size in every input
     that has one; else it is skipped saying so."""
-    sizes = {layout.size[layout.batch_dim] for layout in target.layouts if layout.batch_dim is not None}
+    sizes = target.batch_sizes
     if not sizes:
         return "no input has a B (batch) dimension"
     if len(sizes) > 1:

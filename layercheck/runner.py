@@ -365,6 +365,7 @@ class TargetRun:
         return self._sample
 
     def _on_sample(self, info: CheckInfo) -> bool:
+        """Whether the check runs on the sample of the batch (the sample is made on first asking)."""
         return info.any_batch and self.sampled(info) is not None
 
     def _release(self) -> None:
@@ -373,7 +374,7 @@ class TargetRun:
             return
         # a check that runs on the sample reads the sample's runs, never these
         pending = {p.info.id for p in self.plan if any((p.info.id, v) not in self.results for v in p.variants)
-                   and not (p.info.any_batch and self._sample is not None)}
+                   and not self._on_sample(p.info)}
         for key, readers in list(self.readers.items()):
             if not readers & pending:
                 self.shared.pop(key, None)

@@ -172,10 +172,9 @@ class Target:
         when the inputs are that small already, have no common batch, or the layer built for
         the smaller inputs does not get the same parameters and buffers (sizes that follow
         the batch). Raises what building the layer raises (LoadError, LayerRaised)."""
-        sizes = {spec.layout.size[spec.layout.batch_dim] for spec in self.specs if spec.layout.batch_dim is not None}
-        if len(sizes) != 1:
+        batch = self.batch
+        if batch is None:
             return None
-        (batch,) = sizes
         floating = [spec for spec in self.specs if spec.floating]
         fixed = sum(spec.layout.numel for spec in floating if spec.layout.batch_dim is None)
         per_observation = sum(spec.layout.numel // batch for spec in floating if spec.layout.batch_dim is not None)
@@ -195,10 +194,15 @@ class Target:
         return sample
 
     @property
+    def batch_sizes(self) -> set[int]:
+        """The sizes of the inputs' B dimensions: one where they agree, none without a B."""
+        return {spec.layout.size[spec.layout.batch_dim] for spec in self.specs if spec.layout.batch_dim is not None}
+
+    @property
     def batch(self) -> int | None:
-        """The size of the inputs' B dimension (the first input that has one), or None."""
-        return next((spec.layout.size[spec.layout.batch_dim] for spec in self.specs
-                     if spec.layout.batch_dim is not None), None)
+        """The size of the inputs' B dimension, or None: no input has one, or theirs differ."""
+        sizes = self.batch_sizes
+        return sizes.pop() if len(sizes) == 1 else None
 
     # -- inputs -----------------------------------------------------------------------------
 
