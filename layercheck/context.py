@@ -26,7 +26,8 @@ class Context:
     def __init__(self, target: Target, info: CheckInfo, variant: str, *, invocation: Invocation,
                  tolerances: Mapping[tuple[str, str], float], devices: Sequence[str], shared: dict[Any, Any],
                  facts: dict[str, Any], planned: frozenset[str] = frozenset(),
-                 readers: dict[Any, frozenset[str]] | None = None) -> None:
+                 readers: dict[Any, frozenset[str]] | None = None,
+                 sampler: Callable[[], Target | None] | None = None) -> None:
         self.target = target
         self.info = info
         self.variant = variant
@@ -38,6 +39,7 @@ class Context:
         self._facts = facts
         self._planned = planned
         self._readers = readers if readers is not None else {}
+        self._sampler = sampler
 
     @property
     def seed(self) -> int:
@@ -47,9 +49,14 @@ class Context:
     def layouts(self) -> tuple[Layout, ...]:
         return self.target.layouts
 
-    def fresh(self, dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> Subject:
-        """A new layer, built from the same constructor call, ``initialize`` and seed as every other."""
-        return self.target.build(dtype=dtype, device=device)
+    def fresh(self, dtype: torch.dtype | None = None, device: torch.device | str | None = None, *,
+              sample: bool = False) -> Subject:
+        """A new layer, built from the same constructor call, ``initialize`` and seed as every other.
+        ``sample``: the layer of the runner's sample of the batch where it has made one (a few of
+        the batch's observations, see ``any_batch``; its ``inputs()`` are the sample's), for a part
+        of a check whose outcome does not depend on the batch size; else the whole target's."""
+        target = self._sampler() if sample and self._sampler is not None else None
+        return (target or self.target).build(dtype=dtype, device=device)
 
     def tolerance(self, dtype: torch.dtype | str) -> float:
         """This check's tolerance for ``dtype``: the user's override (``CHECK.DTYPE`` in a spec or

@@ -336,7 +336,7 @@ class TargetRun:
                                        else (self.target, self.shared, self.readers))
             ctx = Context(target, info, variant, invocation=self.target.invocation, tolerances=self.tolerances,
                           devices=self.options.devices, shared=shared, facts=self.facts, planned=self._planned,
-                          readers=readers)
+                          readers=readers, sampler=None if sample is not None else self._made_sample)
             result, blocking = run_check(info, ctx, timeout=limit_of(info, self.options), options=self.options)
             if sample is not None:
                 result = sample.mark(result)
@@ -363,6 +363,11 @@ class TargetRun:
             except (Exception, CheckTimeout):
                 pass  # the layer's trouble with a smaller batch: the checks that could use one use all of it
         return self._sample
+
+    def _made_sample(self) -> Target | None:
+        """The sample's target where it has been made already (Context.fresh(sample=True)): never
+        made inside a check, whose time limit would then cover the layer's trial on it."""
+        return None if self._sample is None else self._sample.target
 
     def _on_sample(self, info: CheckInfo) -> bool:
         """Whether the check runs on the sample of the batch (the sample is made on first asking)."""

@@ -98,12 +98,35 @@ def test_a_layer_that_does_not_take_a_smaller_batch_is_checked_on_all_of_it(smal
         assert target.sampled() is None  # its parameters follow the batch
 
 
+class CountsSmallBatches(nn.Module):
+    """Correct; a plain attribute counts the calls on two observations or fewer: hidden state
+    that only a call on the sample of the batch changes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.small_calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] <= 2:
+            self.small_calls += 1
+        return 2 * x
+
+
+def test_the_hidden_state_note_is_taken_on_the_sample(small_sample: None) -> None:
+    """state_valid judges buffers on the whole batch (its size rule names the batch), but which
+    plain attributes a call changes does not depend on the batch size: its note is taken on the
+    sample, where there is one."""
+    (run,) = check_layer(CountsSmallBatches, "6,4:BC").runs
+    state = next(r for r in run.results if r.check == "state_valid")
+    assert state.status.value == "skipped" and "sample" not in state.details
+    assert any("changes 'small_calls', kept in plain attributes" in note for note in state.notes), state.notes
+    (whole,) = check_layer(CountsSmallBatches, "6,4:BC", checks=["state_valid"]).runs  # no sample made
+    assert not next(r for r in whole.results if r.check == "state_valid").notes
+
+
 def test_the_json_report_says_which_checks_ran_on_a_sample(tmp_path: Path) -> None:
     """At MATLAB's 24,24,20,128 through the command line: the report read back names the
     observations a check ran on, and the checks on the whole batch name none."""
-
-
-
     out = tmp_path / "report.json"
     invoked = CliRunner().invoke(app, ["run", str(ROOT / "layers/srelu.py"), "--layout", "24,24,20,128:SSCB",
                                        "--check", "needs_input_grad", "--check", "finite", "--no-isolate",

@@ -79,9 +79,10 @@ def state_valid(ctx: Context) -> str:
 
 
 def _note_hidden_state(ctx: Context) -> None:
-    """A note naming the plain attributes that predict or forward change."""
+    """A note naming the plain attributes that predict or forward change (on the sample of the
+    batch where there is one: which attributes change does not depend on the batch size)."""
     for mode in (Mode.PREDICT, Mode.FORWARD):
-        subject = ctx.fresh()
+        subject = ctx.fresh(sample=True)
         before = subject.checkpoint()
         with failing(f"in {mode.value}"):
             subject.call(mode, subject.inputs(requires_grad=mode is Mode.FORWARD))
