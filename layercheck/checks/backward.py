@@ -418,10 +418,12 @@ def _which_alone(ctx: Context, subject: Subject, outputs: list[torch.Tensor], w1
     return "Each output alone agrees with zeros for the others: backward is not additive over its outputs"
 
 
+@functools.cache
 def _may_receive_none(function: type[torch.autograd.Function]) -> bool:
     """Whether a Function's backward can receive None: only when it calls
     ``ctx.set_materialize_grads(False)`` (otherwise autograd hands it zeros, which linearity
-    covers). Read from its source; a Function without source is assumed to."""
+    covers). Read from its source, once per class (finding a class's source parses its whole
+    module: 2 ms for SReLU's); a Function without source is assumed to."""
     try:
         return "set_materialize_grads" in inspect.getsource(function)
     except (OSError, TypeError):
