@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 import torch
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from layercheck import limits
 from layercheck.cli import app
