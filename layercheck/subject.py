@@ -743,13 +743,16 @@ def floating(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
 
 def backward_nodes(outputs: Sequence[torch.Tensor], limit: int = 100_000) -> Iterator[Any]:
     """Every node of the outputs' autograd graph, once each (at most ``limit``)."""
-    seen: set[int] = set()
+    # Node objects are made on demand by torch and freed when no one holds them: an id seen
+    # before may come back as another node's. Holding every node seen keeps the ids apart (on
+    # torch 2.11 the walk stopped short of a once_differentiable node that way).
+    seen: dict[int, Any] = {}
     stack = [t.grad_fn for t in outputs if t.grad_fn is not None]
     while stack and len(seen) < limit:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         yield node
         stack.extend(fn for fn, _ in node.next_functions if fn is not None)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from layercheck.numerics.functions import GradientFunction, LayerFunction
 from layercheck.registry import get, select
 from layercheck.result import RunReport
 from layercheck.runner import Options, run_target
-from layercheck.subject import Target
+from layercheck.subject import Target, backward_nodes
 
 from conftest import ROOT, load_zoo, run_zoo, write_spec
 
@@ -92,6 +93,25 @@ def test_once_differentiable_backward_fails_gradgrad_with_the_reason() -> None:
     assert status == "failed"
     assert "the backward of OnceSwishFunction is decorated with @once_differentiable" in message
     assert details["once_differentiable"] == ["OnceSwishFunction"]
+
+
+class _Node:
+    """A graph node whose Python object is made afresh on every access, as torch makes those of
+    its C++ nodes: a walk that drops it may meet its memory (and id) again as another node's."""
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+
+    @property
+    def next_functions(self) -> tuple[tuple[_Node, int], ...]:
+        return ((_Node(self.depth + 1), 0),) if self.depth < 20 else ()
+
+
+def test_the_graph_walk_reaches_every_node_however_torch_makes_their_objects() -> None:
+    """On torch 2.11 the walk stopped short of the once_differentiable node above: it told nodes
+    apart by id without holding them, and a freed node's id came back as the next one's."""
+    output = SimpleNamespace(grad_fn=_Node(0))  # stands in for a tensor
+    assert [node.depth for node in backward_nodes([output])] == list(range(21))  # type: ignore[list-item]
 
 
 def test_missing_jvp_fails_forward_ad_and_says_the_function_needs_one() -> None:

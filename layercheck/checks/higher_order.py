@@ -77,9 +77,8 @@ _ONCE_DIFFERENTIABLE = once_differentiable(lambda ctx: None).__code__
 
 def _marked_once_differentiable(backward: Any) -> bool:
     """Whether a backward is wrapped by @once_differentiable: its code is the wrapper's, or — on
-    a torch that wraps it once more, or builds the wrapper another way (a test failed this way on
-    torch 2.11) — some function along its ``__wrapped__`` chain is a ``wrapper`` defined in the
-    file that defines once_differentiable."""
+    a torch that wraps it once more, or builds the wrapper another way — some function along its
+    ``__wrapped__`` chain is a ``wrapper`` defined in the file that defines once_differentiable."""
     for _ in range(8):  # a chain of decorators, never a cycle
         code = getattr(backward, "__code__", None)
         if code is _ONCE_DIFFERENTIABLE or (code is not None and code.co_name == _ONCE_DIFFERENTIABLE.co_name
