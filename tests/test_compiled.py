@@ -66,7 +66,8 @@ def test_export_and_compile_are_opt_in_and_name_their_matlab_counterparts() -> N
 def test_bundled_srelu_module_and_operation_export_and_compile(tmp_path: Path) -> None:
     """SReLU's forward calls an autograd.Function with a hand-written backward: non-strict
     export traces through its forward; TorchDynamo runs it in eager behind one graph break,
-    because it defines a jvp (for forward mode), which dynamo does not trace in torch 2.13."""
+    because it defines a jvp (for forward mode), which dynamo does not trace in torch 2.13 (torch
+    2.11 gives the operation called directly another reason: its setup_context)."""
     small = "4,3,5:BCU"
     module = write_spec(tmp_path, "srelu.yaml", f"{LAYERS / 'srelu.py'}:SReLU", small)
     operation = write_spec(tmp_path, "function.yaml", f"{LAYERS / 'srelu_function.py'}:SReLUFunction",
@@ -77,7 +78,7 @@ def test_bundled_srelu_module_and_operation_export_and_compile(tmp_path: Path) -
         assert results["export"]["status"] == "passed", results["export"]
         assert "non-strict" in results["export"]["message"]
         assert results["compile"]["status"] == "passed", results["compile"]
-        assert set(results["compile"]["details"]["graph_breaks"]) <= {"Unsupported custom jvp"}
+        assert sum(results["compile"]["details"]["graph_breaks"].values()) == 1
         # x and the four parameters (module) or the four parameter inputs (operation)
         assert "5 gradient(s)" in results["compile"]["message"]
     assert [entry["kind"] for entry in report["runs"]] == ["module", "function"]
