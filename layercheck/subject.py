@@ -662,12 +662,18 @@ def full_float32() -> Iterator[None]:
             for b, value in zip(backends, saved):
                 b.fp32_precision = value
         return
-    saved_flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    # cuDNN's flags through its flags() context, the others as they are: torch's own test
+    # utilities (torch.testing._internal, imported beside layercheck in a test session) forbid
+    # setting them directly
+    cudnn = torch.backends.cudnn
+    saved = torch.backends.cuda.matmul.allow_tf32
     try:
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-        yield
+        torch.backends.cuda.matmul.allow_tf32 = False
+        with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, benchmark_limit=cudnn.benchmark_limit,
+                         deterministic=cudnn.deterministic, allow_tf32=False):
+            yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved_flags
+        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 @contextlib.contextmanager

@@ -120,10 +120,28 @@ def test_device_that_is_not_here_is_a_skip_not_an_error() -> None:
 
 def test_tf32_is_off_inside_the_comparison_and_restored_after() -> None:
     matmul = torch.backends.cuda.matmul
+    if not hasattr(matmul, "fp32_precision"):  # torch before 2.9: the allow_tf32 flags
+        before = (matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        with full_float32():
+            assert not matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        assert (matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+        return
     before = matmul.fp32_precision
     with full_float32():
         assert matmul.fp32_precision == "ieee" and torch.backends.cudnn.conv.fp32_precision == "ieee"
     assert matmul.fp32_precision == before
+
+
+def test_the_device_comparison_runs_where_torch_forbids_setting_cudnn_flags() -> None:
+    """torch's own test utilities (torch.testing._internal, imported beside layercheck in a test
+    session) call torch.backends.disable_global_flags(): on torch before 2.9 the device check
+    then ended in an error, setting cudnn.allow_tf32 directly. In a process of its own."""
+    code = ("import torch; from torch import nn; torch.backends.disable_global_flags(); "
+            "from layercheck.api import check_layer; "
+            "r = check_layer(nn.Dropout(0.5), '4,3,5:BCU', checks=['device'], devices=['cpu']); "
+            "print(next(x.status.value for x in r.runs[0].results if x.check == 'device'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.stdout.split()[-1:] == ["skipped" if accelerators() else "passed"], done.stdout + done.stderr[-2000:]
 
 
 @pytest.mark.parametrize(("layer", "layout", "phrase"), [
