@@ -195,7 +195,8 @@ def test_graph_breaks_are_reported_per_check_not_accumulated() -> None:
     for found in (first, second):
         assert found.status.value == "passed", found.message
         assert sum(found.details["graph_breaks"].values()) == 2
-        assert "2 graph break(s)" in found.message and "item()" in found.message
+        # dynamo's words for the break: "item()" in torch 2.13, "Tensor.item" in 2.6
+        assert "2 graph break(s)" in found.message and "item" in found.message.split("run in eager:")[1]
 
 
 def test_compile_without_a_cpp_compiler_is_skipped() -> None:
