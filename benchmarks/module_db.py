@@ -30,6 +30,7 @@ last, from the plainest to the most elaborate (masks, options).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import sys
@@ -443,7 +444,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.samples < 1:
         parser.error("--samples takes a positive number")
     warnings.filterwarnings("ignore")
-    from torch.testing._internal.common_modules import module_db  # needs expecttest
+    # needs expecttest; torch 2.6 prints to stdout when hypothesis is missing, which --json owns
+    with contextlib.redirect_stdout(sys.stderr):
+        from torch.testing._internal.common_modules import module_db
 
     wanted = {n if n.startswith("nn.") else f"nn.{n}" for n in options.modules or ()}
     infos = [info for info in module_db if not wanted or info.name in wanted]
