@@ -696,8 +696,9 @@ def seeded(seed: int, device: torch.device | None = None) -> Iterator[None]:
 # from a generator of its own, on as many threads as torch uses. torch draws float64 normals on
 # one thread at about 20 ns an element (25-30 ms for 24,24,20,128, 17 ms in eight parts on two
 # threads); NumPy's ziggurat on an SFC64 generator takes 11 ms on one thread and 8-9 ms on two
-# (measured on the 2-core development machine). The parts are fixed, so the values depend on the seed and the size only,
-# never on the machine; smaller tensors are one torch draw from the seed, as they always were.
+# (measured on the 2-core development machine). The parts are fixed, so the values depend on
+# the seed and the size only, never on the machine; smaller tensors are one torch draw from the
+# seed, as they always were.
 # A part's generator is seeded from the seed and the part through NumPy's SeedSequence (a
 # hash): a simple formula (seed * m + k) gave a part the seed of another, small input drawn
 # by torch, whose values it then repeated — an element of x exactly at a threshold drawn as
