@@ -483,14 +483,20 @@ def second_call_reference(ctx: Context) -> Reference | None:
     call changes the layer in a way its next call shows (Note [second call]); None otherwise."""
 
     def build() -> Reference | None:
-        subject = ctx.fresh(torch.float64)
+        # whether it does is the layer's logic, not its size: asked of the sample of the batch
+        # where there is one (a full-size float64 forward less for every layer that does not)
+        subject = ctx.fresh(torch.float64, sample=True)
         first = _graph_and_outputs(subject)
         after_first = subject.checkpoint()
-        if not subject.changes(ctx.fresh(torch.float64).checkpoint()):
+        if not subject.changes(ctx.fresh(torch.float64, sample=True).checkpoint()):
             return None  # the first call leaves nothing behind
         second = _graph_and_outputs(subject)
         if first == second:
             return None  # what it leaves behind (running statistics) does not change the next call
+        if subject.target is not ctx.target:  # decided on the sample: the reference is the whole batch's
+            subject = ctx.fresh(torch.float64)
+            _graph_and_outputs(subject)
+            after_first = subject.checkpoint()
         subject.rewind(after_first)
         analytic = _analytic(ctx, subject)
         return _judged(ctx, analytic.fn, analytic.check_ran())
