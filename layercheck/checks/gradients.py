@@ -495,7 +495,7 @@ def second_call_reference(ctx: Context) -> Reference | None:
             return None  # what it leaves behind (running statistics) does not change the next call
         if subject.target is not ctx.target:  # decided on the sample: the reference is the whole batch's
             subject = ctx.fresh(torch.float64)
-            _graph_and_outputs(subject)
+            subject.forward(subject.inputs(requires_grad=True))  # its first call, as _graph_and_outputs makes it
             after_first = subject.checkpoint()
         subject.rewind(after_first)
         analytic = _analytic(ctx, subject)
