@@ -73,7 +73,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import torch
 
-from layercheck.compare import ratio
+from layercheck.compare import largest, ratio
 
 BASE_STEP = 1e-8  # Note [step]
 MAX_STEP = 1e-3  # Note [precision]: larger steps turn truncation error into the problem
@@ -115,6 +115,26 @@ class NotDifferentiable(Exception):
     when its tensors move by a difference step."""
 
 
+@dataclass(frozen=True)
+class Moved:
+    """One tensor of the point moved along a direction: ``value + step·direction``, in the
+    value's dtype. A function may compute it where its call needs it (a LayerFunction adds it
+    into the layer's input: one pass, and no copy to keep the point from the layer's writes);
+    :meth:`tensor` computes it on its own."""
+
+    value: torch.Tensor
+    direction: torch.Tensor
+    step: float
+
+    def tensor(self) -> torch.Tensor:
+        return (self.direction * self.step).add_(self.value).to(self.value.dtype)
+
+
+def materialized(values: Sequence[torch.Tensor | Moved]) -> list[torch.Tensor]:
+    """``values`` with every :class:`Moved` computed."""
+    return [v.tensor() if isinstance(v, Moved) else v for v in values]
+
+
 class DifferentiableFunction(Protocol):
     """What the engine, the verdict and the localisation read from a function they difference
     (:class:`~layercheck.numerics.functions.LayerFunction`, ``GradientFunction``)."""
@@ -127,7 +147,7 @@ class DifferentiableFunction(Protocol):
     def names(self) -> Sequence[str]:
         """One per slot, for messages."""
 
-    def terms(self, values: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
+    def terms(self, values: Sequence[torch.Tensor | Moved], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
         """Partial sums of the scalar at ``values`` in float64, a row of ``CHUNKS`` per cotangent.
         Raises NotDifferentiable when the outputs change in number or size there."""
 
@@ -145,15 +165,17 @@ def chunk_sums(y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     flat_y, flat_w = y.detach().reshape(-1), w.reshape(-1)
     n = flat_y.numel()
     length = max(1, math.ceil(n / CHUNKS))
+    block = torch.empty(_ROWS * length, dtype=torch.float64, device=y.device)  # reused: one allocation
     sums = []
     for first in range(0, CHUNKS, _ROWS):
         rows = min(_ROWS, CHUNKS - first)
         start, stop = min(n, first * length), min(n, (first + rows) * length)
-        part = torch.zeros(rows * length, dtype=torch.float64, device=y.device)
+        part = block[:rows * length]
         if stop > start:
             torch.mul(flat_y[start:stop].to(torch.float64), flat_w[start:stop].to(torch.float64),
                       out=part[:stop - start])
-        sums.append(part.reshape(rows, length).sum(dim=1))
+        part[stop - start:].zero_()  # padding past the last element
+        sums.append(part.view(rows, length).sum(dim=1))
     return torch.cat(sums)
 
 
@@ -307,7 +329,7 @@ class FiniteDifferences(Generic[F_co]):
             self._base = self._evaluate(self.fn.point)
         return self._base
 
-    def _evaluate(self, values: Sequence[torch.Tensor]) -> torch.Tensor:
+    def _evaluate(self, values: Sequence[torch.Tensor | Moved]) -> torch.Tensor:
         self.evaluations += 1
         try:
             return self.fn.terms(values, self.cotangents)
@@ -377,12 +399,11 @@ class FiniteDifferences(Generic[F_co]):
             self._terms[probe.key] = (first, self._evaluate(self._moved(probe, second)))
         return self._terms[probe.key]
 
-    def _moved(self, probe: Probe, step: float) -> list[torch.Tensor]:
+    def _moved(self, probe: Probe, step: float) -> list[torch.Tensor | Moved]:
         """The point moved by ``step`` along the probe's direction, each tensor in its own dtype
-        (a layer that cannot run in float64 is differenced in float32): v + step·u, computed as
-        step·u + v in place of one new tensor (the same sum, bit for bit)."""
-        return [v if u is None else (u * step).add_(v).to(v.dtype)
-                for v, u in zip(self.fn.point, self.directions(probe))]
+        (a layer that cannot run in float64 is differenced in float32), computed by the function
+        where it uses it (:class:`Moved`)."""
+        return [v if u is None else Moved(v, u, step) for v, u in zip(self.fn.point, self.directions(probe))]
 
     # -- noise -------------------------------------------------------------------------------
 
@@ -476,10 +497,10 @@ class FiniteDifferences(Generic[F_co]):
         for index, (g, value, scale) in enumerate(zip(grads, self.fn.point, self.scales)):
             if g is None or (slot is not None and index != slot):
                 continue
-            scaled = g.detach().to(torch.float64) * scale
+            g = g.detach().to(torch.float64).reshape(-1)
             if probe.region is not None:
-                scaled = scaled[probe.region.mask(value).to(scaled.device)]
-            total += float(scaled.square().sum())
+                g = g[probe.region.mask(value).to(g.device).reshape(-1)]
+            total += scale * scale * float(torch.dot(g, g))  # one pass, no full-size temporary
         return math.sqrt(total)
 
     def compare(self, probe: Probe, grads: Sequence[torch.Tensor | None], tolerance: float, *,
@@ -515,7 +536,7 @@ class FiniteDifferences(Generic[F_co]):
             numeric = (4 * numeric - difference(up2, down2, 2 * h)) / 3
             noise *= 1.35  # the extrapolation's noise: sqrt(8 + 1/8) / 3 over the central's 1 / sqrt(2)
         one_sided = ((up - base) / h, (down - up) / h) if inward else ((up - base) / h, (base - down) / h)
-        analytic = sum(float((g.detach().to(u.device, torch.float64) * u).sum())
+        analytic = sum(float(torch.dot(g.detach().to(u.device, torch.float64).reshape(-1), u.reshape(-1)))
                        for g, u in zip(grads, self.directions(probe)) if g is not None and u is not None)
         spread = self.spread(probe, grads) if spread is None else spread
         return Comparison(probe, analytic, numeric, one_sided, spread, tolerance * spread + noise)
@@ -528,10 +549,6 @@ def _sigmas(noise: float, step: float) -> float:
 
 def _scale(value: torch.Tensor) -> float:
     """How far a tensor is perturbed, per unit step: its largest finite magnitude, or 1 for zeros."""
-    value = value.detach()
-    largest = float(value.abs().max()) if value.numel() else 0.0
-    if not math.isfinite(largest):
-        finite = value[torch.isfinite(value)]
-        largest = float(finite.abs().max()) if finite.numel() else 0.0
-    return largest if largest > 0 else 1.0
+    magnitude = largest(value)
+    return magnitude if magnitude > 0 else 1.0
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from layercheck.errors import LayerRaised
-from layercheck.numerics.engine import NotDifferentiable, chunk_sums
+from layercheck.numerics.engine import Moved, NotDifferentiable, chunk_sums, materialized
 from layercheck.subject import Mode, Outputs, Subject, backpropagate, backward_nodes, seeded, user_trace
 
 
@@ -44,7 +44,7 @@ class LayerFunction:
     def __len__(self) -> int:
         return len(self.point)
 
-    def call(self, values: Sequence[torch.Tensor] | None = None, *, requires: Sequence[bool] | None = None,
+    def call(self, values: Sequence[torch.Tensor | Moved] | None = None, *, requires: Sequence[bool] | None = None,
              around: Callable[[list[torch.Tensor]], AbstractContextManager[Any]] | None = None,
              ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Run the training forward at ``values`` (the point by default), tensors flagged in
@@ -55,23 +55,32 @@ class LayerFunction:
         values = self.point if values is None else values
         requires = [True] * len(self) if requires is None else list(requires)
         self.subject.rewind(self.state)
-        inputs = list(self.inputs)
+        inputs: list[torch.Tensor] = list(self.inputs)
         leaves = []
         for slot, index in enumerate(self.input_slots):
             # A layer that writes into its input (or a backward into a saved input) must not move
             # the point every later evaluation starts from (backward_pure reports it). An input
-            # that requires grad reaches the layer as a copy already (Subject.call); one that
-            # does not is copied here.
-            leaf = values[slot].detach()
-            leaf = (leaf if requires[slot] else leaf.clone()).requires_grad_(requires[slot])
-            inputs[index] = leaf
+            # that requires grad reaches the layer as a copy already (Subject.call), or as the
+            # moved point computed from it (a new tensor: the step is the copy); one that does
+            # not is copied here.
+            value = values[slot]
+            if isinstance(value, Moved) and requires[slot] and _addable(value):
+                leaf = value.value.detach().requires_grad_(True)
+                inputs[index] = torch.add(leaf, value.direction, alpha=value.step)
+            else:
+                leaf = (value.tensor() if isinstance(value, Moved) else value).detach()
+                leaf = (leaf if requires[slot] else leaf.clone()).requires_grad_(requires[slot])
+                inputs[index] = leaf
             leaves.append(leaf)
         offset = len(self.input_slots)
         flags = [p.requires_grad for _, p in self.parameters]
         try:
             with torch.no_grad():
                 for (_, p), value in zip(self.parameters, values[offset:]):
-                    p.copy_(value)
+                    if isinstance(value, Moved) and _addable(value):
+                        torch.add(value.value, value.direction, alpha=value.step, out=p)
+                    else:
+                        p.copy_(value.tensor() if isinstance(value, Moved) else value)
             for (_, p), flag in zip(self.parameters, requires[offset:]):
                 p.requires_grad_(flag)
             slots = leaves + [p for _, p in self.parameters]
@@ -118,7 +127,7 @@ class LayerFunction:
                 grads = backpropagate(pairs, leaves)
         return Backprop(grads, values, [y.requires_grad for y in outputs], given, list(self.positions))
 
-    def terms(self, values: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
+    def terms(self, values: Sequence[torch.Tensor | Moved], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
         """Partial sums of <w_k, y_k> in float64, ``CHUNKS`` per output: shape (outputs, CHUNKS).
         Raises NotDifferentiable when the floating outputs change in number or size."""
         outputs, _ = self.call(values)
@@ -194,9 +203,9 @@ class GradientFunction:
     def reset(self) -> None:
         self.fn.reset()
 
-    def terms(self, values: Sequence[torch.Tensor], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
+    def terms(self, values: Sequence[torch.Tensor | Moved], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
         """Partial sums of <first gradient, u> in float64: shape (1, CHUNKS)."""
-        grads, _ = self.first(values)
+        grads, _ = self.first(materialized(values))
         flat = torch.cat([(torch.zeros_like(v) if g is None else g.detach()).to(torch.float64).reshape(-1)
                           for g, v in zip(grads, self.fn.point)])
         return chunk_sums(flat, cotangents[0]).unsqueeze(0)
@@ -230,6 +239,11 @@ class GradientFunction:
 
     def _split(self, flat: torch.Tensor) -> list[torch.Tensor]:
         return list(flat.split([v.numel() for v in self.fn.point]))
+
+
+def _addable(moved: Moved) -> bool:
+    """Whether value + step·direction can be computed in one addition in the value's dtype."""
+    return moved.direction.dtype == moved.value.dtype and moved.direction.device == moved.value.device
 
 
 def _no_watch(outputs: list[torch.Tensor]) -> AbstractContextManager[Any]:
