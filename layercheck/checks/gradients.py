@@ -39,7 +39,6 @@ from layercheck.sdk import (
     layer_failure,
     mismatch,
     ratio,
-    relative_difference,
     shared_nonfinite_zeroed,
     user_frame,
 )
@@ -742,10 +741,11 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
                             "its non-finite entries move", skipped=": nothing to compare", mask=description,
                             tensor=name)
             got, expected = pair  # NaN where every tensor requires grad stays NaN: finite reports it, not this check
-            difference = relative_difference(got, expected)
+            gap = _Gap.of(got, expected)
+            difference = gap.relative
             worst = max(worst, difference)
             floor = gradient_norm_floor(ctx, name) if difference > tolerance else 0.0
-            if _excess(got, expected, tolerance, floor) > 1:
+            if gap.excess(tolerance, floor) > 1:
                 found = mismatch(expected, got, Allowance(0.0, tolerance * largest(expected))) or {}
                 where = (f"; worst at index {tuple(found['index'])}: {found['actual']:.6g} vs {found['expected']:.6g}"
                          if found else "")
@@ -865,9 +865,10 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     low, high = _lower_run(ctx, ref, dtype)
     tolerance = ctx.tolerance(dtype)
     names = ref.fd.fn.names
-    differences = [relative_difference(g, e) if g is not None and e is not None else 0.0 for g, e in zip(low, high)]
+    gaps = [_Gap.of(g, e) for g, e in zip(low, high)]
+    differences = [gap.relative for gap in gaps]
     floors = _floors(ctx, names, differences, tolerance, dtype)
-    excess = [_excess(g, e, tolerance, floor) for g, e, floor in zip(low, high, floors)]
+    excess = [gap.excess(tolerance, floor) for gap, floor in zip(gaps, floors)]
     worst = max(range(len(names)), key=lambda i: excess[i])
     details: dict[str, Any] = {"tolerance": tolerance, "relative_differences": dict(zip(names, differences)),
                                "float64": ref.verdict.to_dict()}
@@ -927,14 +928,31 @@ def _floors(ctx: Context, names: Sequence[str], differences: Sequence[float], to
     return [gradient_norm_floor(ctx, name, dtype) for name in names]
 
 
-def _excess(got: torch.Tensor | None, expected: torch.Tensor | None, tolerance: float, floor: float) -> float:
-    """‖got − expected‖ over what is allowed, tolerance·‖expected‖ + floor: at most 1 agrees."""
-    if got is None or expected is None:
-        return 0.0
-    if got.shape != expected.shape:
-        return math.inf
-    difference = float((got.detach().to(torch.float64) - expected.detach().to(torch.float64)).norm())
-    return ratio(difference, tolerance * float(expected.detach().to(torch.float64).norm()) + floor)
+@dataclass(frozen=True)
+class _Gap:
+    """How far one tensor's gradient is from another computation of it: ‖got − expected‖ and
+    ‖expected‖, in float64 (both 0 where either gradient is missing: nothing to compare)."""
+
+    difference: float
+    size: float
+
+    @classmethod
+    def of(cls, got: torch.Tensor | None, expected: torch.Tensor | None) -> _Gap:
+        if got is None or expected is None:
+            return cls(0.0, 0.0)
+        if got.shape != expected.shape:
+            return cls(math.inf, 0.0)
+        e = expected.detach().to(torch.float64)
+        return cls(float((got.detach().to(torch.float64) - e).norm()), float(e.norm()))
+
+    @property
+    def relative(self) -> float:
+        """‖got − expected‖ / ‖expected‖ (as ``relative_difference``)."""
+        return ratio(self.difference, self.size)
+
+    def excess(self, tolerance: float, floor: float) -> float:
+        """‖got − expected‖ over what is allowed, tolerance·‖expected‖ + floor: at most 1 agrees."""
+        return ratio(self.difference, tolerance * self.size + floor)
 
 
 def _floor_text(floor: float) -> str:
