@@ -137,8 +137,7 @@ def mismatch(expected: torch.Tensor, actual: torch.Tensor, allowed: Allowance) -
     """None when ``actual`` is within ``allowed`` of ``expected``; else where and how much they differ."""
     rtol, atol = allowed.rtol, allowed.absolute
     if (expected.is_floating_point() and expected.dtype == actual.dtype and expected.shape == actual.shape
-            and expected.device == actual.device
-            and bool(((actual.detach() - expected.detach()).abs_() <= expected.detach().abs() * rtol + atol).all())):
+            and expected.device == actual.device and _within(expected.detach(), actual.detach(), rtol, atol)):
         # fast path, isclose's test in the tensors' own dtype without float64 copies (the common
         # case: they agree). NaN and infinity fail it and take the exact path below.
         return None
@@ -165,6 +164,12 @@ def mismatch(expected: torch.Tensor, actual: torch.Tensor, allowed: Allowance) -
     if allowed.floor > 0:
         found["rounding_floor"] = allowed.floor
     return found
+
+
+def _within(expected: torch.Tensor, actual: torch.Tensor, rtol: float, atol: float) -> bool:
+    """|actual − expected| <= |expected|·rtol + atol everywhere (NaN fails), in two temporaries."""
+    bound = expected.abs().mul_(rtol).add_(atol)
+    return bool(torch.sub(actual, expected).abs_().le_(bound).all())  # le_ writes 1 or 0 into the difference
 
 
 def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:

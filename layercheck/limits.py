@@ -269,7 +269,7 @@ def reset_highest() -> None:
 
 def resident() -> int | None:
     """This process's resident memory now (bytes); None where it cannot be read."""
-    return _status_bytes("VmRSS")
+    return _status_bytes("VmRSS")[0]
 
 
 # glibc's mallopt parameter for the size from which an allocation is mapped on its own
@@ -301,25 +301,38 @@ def _reset_high_water() -> int | None:
     """Reset the kernel's high-water mark of the resident set to the resident set now, and
     return it (bytes); None where that is not possible (not Linux, or /proc not writable)."""
     global _highest
-    high = _high_water()
+    high, now = _status_bytes("VmHWM", "VmRSS")  # clearing the mark leaves the resident set as it is
     if high is None:
         return None
     _highest = max(_highest, high)
     try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
+        fd = os.open("/proc/self/clear_refs", os.O_WRONLY)
+        try:
+            os.write(fd, b"5")
+        finally:
+            os.close(fd)
     except OSError:
         return None
-    return resident()
+    return now
 
 
 def _high_water() -> int | None:
-    return _status_bytes("VmHWM")
+    return _status_bytes("VmHWM")[0]
 
 
-def _status_bytes(key: str) -> int | None:
-    found = re.search(rf"^{key}:\s+(\d+) kB", _read("/proc/self/status") or "", re.MULTILINE)
-    return int(found.group(1)) * 1024 if found else None
+def _status_bytes(*keys: str) -> list[int | None]:
+    """The sizes /proc/self/status gives for ``keys`` (bytes), None for those it lacks; read
+    once (a few microseconds: measuring every check must cost next to nothing)."""
+    try:
+        fd = os.open("/proc/self/status", os.O_RDONLY)
+        try:
+            text = os.read(fd, 1 << 16).decode("ascii", "replace")
+        finally:
+            os.close(fd)
+    except OSError:
+        text = ""
+    found = [re.search(rf"^{key}:\s+(\d+) kB", text, re.MULTILINE) for key in keys]
+    return [int(f.group(1)) * 1024 if f else None for f in found]
 
 
 def _cuda() -> Any:
@@ -333,7 +346,7 @@ def _cuda() -> Any:
 
 def _writable_bytes() -> int | None:
     """This process's private writable memory (VmData), as RLIMIT_DATA counts it."""
-    return _status_bytes("VmData")
+    return _status_bytes("VmData")[0]
 
 
 def _read(path: str) -> str | None:
