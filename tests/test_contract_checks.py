@@ -167,6 +167,25 @@ def test_observations_skipped_when_predict_is_random_deterministic_blames_it() -
     assert result(report, "deterministic").status is Status.FAILED
 
 
+class CountsBatchPredicts(nn.Module):
+    batches: list[int] = []  # the batch size of every predict, across the fresh copies
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            CountsBatchPredicts.batches.append(x.shape[0])
+        return torch.tanh(x)
+
+
+def test_observations_asks_whether_predict_is_random_only_when_observations_differ() -> None:
+    """A second predict of the whole batch with another random stream tells a random predict
+    from a broken one; a layer whose observations agree never needs it (at production sizes it
+    is a full-size forward)."""
+    CountsBatchPredicts.batches.clear()
+    r = result(run(CountsBatchPredicts, "4,5:BC", checks=("observations",)), "observations")
+    assert r.status is Status.PASSED
+    assert CountsBatchPredicts.batches.count(4) == 1  # the predict predict_runs shares
+
+
 class ReadsValues(nn.Module):
     """Data-dependent control flow: cannot run on meta, and that is not the layer's fault."""
 
