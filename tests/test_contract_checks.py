@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import ClassVar
 
 import pytest
 import torch
@@ -168,7 +169,7 @@ def test_observations_skipped_when_predict_is_random_deterministic_blames_it() -
 
 
 class CountsBatchPredicts(nn.Module):
-    batches: list[int] = []  # the batch size of every predict, across the fresh copies
+    batches: ClassVar[list[int]] = []  # the batch size of every predict, across the fresh copies
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
