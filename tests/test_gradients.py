@@ -304,3 +304,28 @@ def test_needs_input_grad_leaves_nan_gradients_to_finite_but_catches_nan_from_fr
     status, message, details = found["needs_input_grad"]
     assert status == "failed" and "the gradient of input 0 differs" in message, message
     assert details["relative_difference"] == float("inf")
+
+
+class Float32StatisticMax(nn.Module):
+    """Correct, and built like timm's EvoNorm2dB0: a per-channel batch statistic computed in
+    float32 (``x.float().var(...)``) inside the float64 copy, and an elementwise maximum, a kink
+    on every element."""
+
+    def __init__(self, channels: int = 8) -> None:
+        super().__init__()
+        self.v = nn.Parameter(torch.full((channels,), 0.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        std = x.float().var(dim=(0, 2, 3), unbiased=False).add(1e-5).sqrt().to(x.dtype).view(1, -1, 1, 1)
+        return x / torch.maximum(std.expand_as(x), x * self.v.view(1, -1, 1, 1) + 0.5)
+
+
+@pytest.mark.xfail(strict=True, reason="known false alarm, open: a float32 island makes the differences step by "
+                   "4.9e-3 of each tensor's scale, which crosses the kinks of a maximum taken on every element; "
+                   "the same layer computed in float64 throughout passes (see the closing note of 2026-11-23)")
+def test_a_float32_statistic_beside_a_kink_on_every_element_passes_the_gradient_check() -> None:
+    report = run_target(Target(Float32StatisticMax, [Layout.parse("3,8,5,5:BCSS")], name="float32-statistic-max"),
+                        [p for p in select() if p.info.id in ("signatures", "forward_runs", "backward_runs",
+                                                               "backward_size", "gradients")])
+    found = {(r.check, r.variant): r for r in report.results}
+    assert found[("gradients", "float64")].status.value == "passed", found[("gradients", "float64")].message
