@@ -291,6 +291,9 @@ class Reference:
     trace: Trace = field(default_factory=Trace)
     float64_failure: str | None = None  # why the layer cannot run in float64: the reference is float32
     sizes: dict[int, str] = field(default_factory=dict)  # the input's sizes a wrong factor may come from
+    # Note [widened islands] in numerics/functions.py: why the reference was taken again with the
+    # layer's lower-precision casts kept in float64 (the verdict at the island's step), or None
+    widened: str | None = None
     _diagnosis: tuple[list[Finding], list[str], list[str]] | None = field(default=None, repr=False)
 
     def diagnosis(self) -> tuple[list[Finding], list[str], list[str]]:
@@ -381,7 +384,46 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
     if float64_failure is not None:
         tolerance = max(tolerance, FLOAT32_REFERENCE_TOLERANCE)
     with skip_if_not_differentiable():
-        return Reference(fd, run, judge(fd, run.grads, tolerance), traced, float64_failure, _size_names(ctx))
+        ref = Reference(fd, run, judge(fd, run.grads, tolerance), traced, float64_failure, _size_names(ctx))
+    if not ref.verdict.passed and precision is None and fd.precision != torch.float64 and not fn.widen:
+        return _widened(ctx, fn, ref) or ref
+    return ref
+
+
+def _widened(ctx: Context, fn: LayerFunction, island: Reference) -> Reference | None:
+    """The reference taken again with the layer's lower-precision casts kept in float64, when
+    its verdict agrees (Note [widened islands] in numerics/functions.py); None otherwise, and
+    ``fn`` is as it was."""
+    fn.widen = True
+    try:
+        tracing = Tracing()
+
+        @contextlib.contextmanager
+        def watch(outputs: list[torch.Tensor]) -> Iterator[None]:
+            with tracing.backward(outputs):
+                yield
+
+        try:
+            run = fn.gradient(list(island.run.cotangents), watch=watch, around=tracing.forward)
+        finally:
+            fn.reset()
+        traced = tracing.result()
+        if (traced.lowest != torch.float64 or not run.outputs
+                or not all(all_finite(y) for y in run.outputs)
+                or not all(g is None or all_finite(g) for g in run.grads)):
+            return None  # a cast it could not widen, or values that differencing cannot take
+        ref = _judged(ctx, fn, run, traced=traced)
+    except (LayerRaised, CheckFailed, CheckSkipped):
+        ref = None
+    if ref is None or not ref.verdict.passed:
+        fn.widen = False
+        return None
+    ref.widened = (f"at {dtype_name(island.verdict.precision)}'s difference step ({island.verdict.step:.2g}), "
+                   f"which the layer's {dtype_name(island.verdict.precision)} computation inside sets, the differences "
+                   f"disagreed ({island.verdict.summary()}): a step that large crosses kinks. With the layer's casts "
+                   "to a lower precision kept in float64 (the same operations and derivative formulas, without the "
+                   "rounding) they agree at the float64 step")
+    return ref
 
 
 _LETTERS = {"B": "the batch size", "C": "the number of channels", "T": "the sequence length",
@@ -794,6 +836,9 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
             ctx.note(f"the layer computes in {dtype_name(verdict.precision)} inside even in float64 (a .float() or "
                      f"a {dtype_name(verdict.precision)} constant): its float64 gradients are as precise as that "
                      "allows, and the gradient check was done at that precision")
+        if ref.widened is not None:
+            details["widened"] = ref.widened
+            ctx.note(f"the layer computes in a lower precision inside even in float64 (a .float()): {ref.widened}")
         judged = [name for slot, name in enumerate(names) if slot not in ref.fd.excluded]
         message = f"{_count_names(judged)}: {_agreement(verdict)}"
         if ref.fd.excluded:

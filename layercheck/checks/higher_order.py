@@ -97,6 +97,9 @@ def _reference(ctx: Context) -> Reference:
     if ref.float64_failure is not None:
         raise CheckSkipped(f"the layer cannot run in float64 ({ref.float64_failure}): higher derivatives are "
                            "differenced in float64")
+    if ref.widened is not None:
+        raise CheckSkipped("the float64 first gradients were judged with the layer's lower-precision casts kept in "
+                           f"float64 ({ref.widened}): higher derivatives are not measured against such a reference")
     if not ref.verdict.passed:  # only when the gradient check was skipped on purpose (--skip gradients)
         why = f"the float64 first gradients disagree with finite differences ({ref.verdict.summary()})"
         if ctx.planned("gradients:float64"):

@@ -9,10 +9,39 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from layercheck.errors import LayerRaised
 from layercheck.numerics.engine import Moved, NotDifferentiable, chunk_sums, materialized
 from layercheck.subject import Mode, Outputs, Subject, backpropagate, backward_nodes, seeded, user_trace
+
+# Note [widened islands]
+#     Differencing a float32 island at float32's step (Note [float32 islands] in trace.py)
+#     crosses a kink wherever one lies within that step of an element. A layer that takes a
+#     statistic in float32 and an elementwise maximum beside it (timm's EvoNorm2dB0: x.float().var()
+#     and left.max(right)) has a kink on every element, and its right gradient then disagrees with
+#     the differences by a percent. So when the differences disagree with a layer that computes in
+#     a lower precision inside, the reference is taken again with the layer's casts to a lower
+#     floating dtype kept in float64 (``LayerFunction.widen``): the same operations, so the same
+#     derivative formulas (autograd's and a hand-written backward's), without the rounding, and
+#     differenced at the float64 step where kinks are rarely crossed. Its verdict is used only
+#     when it agrees (gradients.py, _widened): a backward wrong in its formulas is wrong in
+#     float64 too, so this clears failures the step made, not ones the backward made. A cast it
+#     cannot widen (a copy into a float32 buffer) leaves an island, and the first verdict stands.
+_LOWER_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class _Widening(TorchDispatchMode):
+    """Turns an operation's ``dtype=`` of a lower floating precision into float64 where it is
+    given float64 tensors (``x.float()``, ``x.to(torch.bfloat16)``, ``sum(dtype=...)``)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if kwargs.get("dtype") in _LOWER_FLOATS and any(
+                isinstance(t, torch.Tensor) and t.dtype == torch.float64 for t in tree_leaves(args)):
+            kwargs = {**kwargs, "dtype": torch.float64}
+        return func(*args, **kwargs)
 
 
 class LayerFunction:
@@ -40,6 +69,7 @@ class LayerFunction:
         self.domains += [None] * len(self.parameters)
         self.state = subject.checkpoint()
         self.positions: list[int] = []  # where the last call's floating outputs sit among its tensor outputs
+        self.widen = False  # Note [widened islands]: the layer's casts to a lower precision kept in float64
 
     def __len__(self) -> int:
         return len(self.point)
@@ -84,7 +114,7 @@ class LayerFunction:
             for (_, p), flag in zip(self.parameters, requires[offset:]):
                 p.requires_grad_(flag)
             slots = leaves + [p for _, p in self.parameters]
-            with around(slots) if around is not None else nullcontext():
+            with around(slots) if around is not None else nullcontext(), self._widening():
                 raw = self.subject.call(self.mode, inputs)
             tensors = Outputs.of(raw).tensors
             self.positions = [i for i, t in enumerate(tensors) if t.is_floating_point()]
@@ -95,6 +125,9 @@ class LayerFunction:
             for (_, p), flag in zip(self.parameters, flags):
                 p.requires_grad_(flag)
         return [tensors[i] for i in self.positions], leaves + [p for _, p in self.parameters]
+
+    def _widening(self) -> AbstractContextManager[Any]:
+        return _Widening() if self.widen else nullcontext()
 
     def reset(self) -> None:
         """Put the parameters and the state back at the point."""
@@ -123,7 +156,8 @@ class LayerFunction:
         values = [y.detach().clone() for y in outputs]  # before backward, which may write into a saved output
         grads: list[torch.Tensor | None] = [None] * len(self)
         if pairs and any(requires):
-            with seeded(self.subject.target.seed, self.subject.device), (watch or _no_watch)(outputs):
+            with seeded(self.subject.target.seed, self.subject.device), (watch or _no_watch)(outputs), \
+                    self._widening():
                 grads = backpropagate(pairs, leaves)
         return Backprop(grads, values, [y.requires_grad for y in outputs], given, list(self.positions))
 

@@ -11,7 +11,9 @@ Note [float32 islands]
     computed from the inputs and parameters, and the lowest floating precision among them is
     the precision the differences are taken for (see FiniteDifferences.start_step). Values
     that do not depend on the inputs or parameters (a float32 mask from a comparison, positions
-    made with ``arange``) are exact under perturbation and do not count.
+    made with ``arange``) are exact under perturbation and do not count. A step that large
+    crosses kinks; when the differences then disagree, the reference is taken again with the
+    layer's lower-precision casts kept in float64 (Note [widened islands] in functions.py).
 
 Note [stop-gradients]
     A layer may compute part of its training forward under ``torch.no_grad`` and use the result
