@@ -394,3 +394,13 @@ def test_a_wrong_backward_beside_a_float32_island_is_still_caught(layer: type) -
     result = _gradient_results(layer)[("gradients", "float64")]
     assert result.status.value == "failed", result.message
     assert "widened" not in result.details
+
+
+def test_higher_derivatives_skip_a_reference_taken_with_widened_casts() -> None:
+    plan = [p for p in select(enable=("gradgrad", "forward_ad"))
+            if p.info.id in ("signatures", "forward_runs", "backward_runs", "backward_size", "gradients", "gradgrad",
+                             "forward_ad")]
+    report = run_target(Target(Float32StatisticMax, [Layout.parse("3,8,5,5:BCSS")], name="widened"), plan)
+    for result in report.results:
+        if result.check in ("gradgrad", "forward_ad"):
+            assert result.status.value == "skipped" and "kept in float64" in result.message, result.message
