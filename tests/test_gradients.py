@@ -405,3 +405,38 @@ def test_higher_derivatives_skip_a_reference_taken_with_widened_casts() -> None:
     assert len(higher) == 2
     for result in higher:
         assert result.status.value == "skipped" and "kept in float64" in result.message, result.message
+
+
+class RoundStraightThrough(nn.Module):
+    """A straight-through estimator: forward rounds to quarters, backward passes the gradient."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + (torch.round(x * 4) / 4 - x).detach()
+
+
+class _Reverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return -grad
+
+
+class GradientReversal(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _Reverse.apply(x)
+
+
+@pytest.mark.parametrize(("layer", "phrase"), [(RoundStraightThrough, "a straight-through backward"),
+                                               (GradientReversal, "gradient-reversal layer")])
+def test_a_backward_that_is_not_the_derivative_by_design_fails_saying_how_to_skip(layer: type, phrase: str) -> None:
+    """Such a backward is not the forward's derivative, so the check fails; the message names
+    the design that would explain it and how to leave the check out for that layer."""
+    plan = [p for p in select() if p.info.id in ("signatures", "forward_runs", "backward_runs", "backward_size",
+                                                  "gradients")]
+    report = run_target(Target(layer, [Layout.parse("4,6:BC")], name=layer.__name__), plan)
+    result = next(r for r in report.results if (r.check, r.variant) == ("gradients", "float64"))
+    assert result.status.value == "failed"
+    assert phrase in result.message and "--skip gradients" in result.message, result.message

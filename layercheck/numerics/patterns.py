@@ -47,7 +47,9 @@ def explain(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch
                 "or computed under no_grad, or a gradient never filled in?")
     if holds(torch.zeros_like(grad)):
         return (f"the right gradient is zero over {elements} (the loss does not depend on it: e.g. a bias "
-                "removed by a normalisation after it), but the analytic one is not")
+                "removed by a normalisation after it; or the forward is piecewise constant in it, a round or a "
+                "quantiser, and a straight-through backward passes a gradient on purpose, which is not the "
+                "derivative: skip this check for such a layer, --skip gradients), but the analytic one is not")
     first = fd.compare(probes[0], grads, tolerance)
     if first.numeric != 0:
         factor = first.analytic / first.numeric
@@ -65,7 +67,8 @@ def explain(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch
 
 def _factor_text(factor: float, elements: str, sizes: Mapping[int, str]) -> str:
     if abs(factor + 1) <= FACTOR_MATCH:
-        return f"analytic = −numeric for {elements}: the sign is flipped"
+        return (f"analytic = −numeric for {elements}: the sign is flipped (on purpose only in a gradient-reversal "
+                "layer, whose backward is not the derivative: skip this check for such a layer, --skip gradients)")
     return f"analytic = {factor:.4g} × numeric for {elements} ({_origin(factor, sizes)})"
 
 
