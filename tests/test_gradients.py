@@ -367,10 +367,12 @@ class Float32StdWrongMax(Float32StatisticMax):
         return x / torch.maximum(std.expand_as(x), x * self.v.view(1, -1, 1, 1) + 0.5)
 
 
-def _gradient_results(layer: type, seed: int = 0) -> dict[tuple[str, str], Any]:
-    plan = [p for p in select() if p.info.id in ("signatures", "forward_runs", "backward_runs", "backward_size",
-                                                  "gradients")]
-    report = run_target(Target(layer, [Layout.parse("3,8,5,5:BCSS")], name=layer.__name__, seed=seed), plan)
+def _gradient_results(layer: type, layout: str = "3,8,5,5:BCSS", *, seed: int = 0,
+                      enable: tuple[str, ...] = ()) -> dict[tuple[str, str], Any]:
+    """The gradient check's results and its prerequisites' (and those of the ``enable``d checks)."""
+    wanted = ("signatures", "forward_runs", "backward_runs", "backward_size", "gradients", *enable)
+    plan = [p for p in select(enable=enable) if p.info.id in wanted]
+    report = run_target(Target(layer, [Layout.parse(layout)], name=layer.__name__, seed=seed), plan)
     return {(r.check, r.variant): r for r in report.results}
 
 
@@ -379,7 +381,7 @@ def test_a_float32_statistic_beside_a_kink_on_every_element_passes_the_gradient_
     """Differenced at float32's step (4.9e-3 of each tensor's scale) its correct gradient
     disagreed by about 1% (the step crosses the maximum's kinks); with the layer's float32 cast
     kept in float64 it is differenced at the float64 step and agrees (Note [widened islands])."""
-    found = _gradient_results(Float32StatisticMax, seed)
+    found = _gradient_results(Float32StatisticMax, seed=seed)
     result = found[("gradients", "float64")]
     assert result.status.value == "passed", result.message
     assert result.details["step"] == 1e-8 and "kept in float64" in result.details["widened"]
@@ -397,11 +399,8 @@ def test_a_wrong_backward_beside_a_float32_island_is_still_caught(layer: type) -
 
 
 def test_higher_derivatives_skip_a_reference_taken_with_widened_casts() -> None:
-    plan = [p for p in select(enable=("gradgrad", "forward_ad"))
-            if p.info.id in ("signatures", "forward_runs", "backward_runs", "backward_size", "gradients", "gradgrad",
-                             "forward_ad")]
-    report = run_target(Target(Float32StatisticMax, [Layout.parse("3,8,5,5:BCSS")], name="widened"), plan)
-    higher = [r for r in report.results if r.check in ("gradgrad", "forward_ad")]
+    found = _gradient_results(Float32StatisticMax, enable=("gradgrad", "forward_ad"))
+    higher = [r for (check, _), r in found.items() if check in ("gradgrad", "forward_ad")]
     assert len(higher) == 2
     for result in higher:
         assert result.status.value == "skipped" and "kept in float64" in result.message, result.message
@@ -434,9 +433,6 @@ class GradientReversal(nn.Module):
 def test_a_backward_that_is_not_the_derivative_by_design_fails_saying_how_to_skip(layer: type, phrase: str) -> None:
     """Such a backward is not the forward's derivative, so the check fails; the message names
     the design that would explain it and how to leave the check out for that layer."""
-    plan = [p for p in select() if p.info.id in ("signatures", "forward_runs", "backward_runs", "backward_size",
-                                                  "gradients")]
-    report = run_target(Target(layer, [Layout.parse("4,6:BC")], name=layer.__name__), plan)
-    result = next(r for r in report.results if (r.check, r.variant) == ("gradients", "float64"))
+    result = _gradient_results(layer, "4,6:BC")[("gradients", "float64")]
     assert result.status.value == "failed"
     assert phrase in result.message and "--skip gradients" in result.message, result.message

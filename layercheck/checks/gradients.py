@@ -395,26 +395,19 @@ def _widened(ctx: Context, fn: LayerFunction, island: Reference) -> Reference | 
     its verdict agrees (Note [widened islands] in numerics/functions.py); None otherwise, and
     ``fn`` is as it was."""
     fn.widen = True
+    ref = None
     try:
         tracing = Tracing()
-
-        @contextlib.contextmanager
-        def watch(outputs: list[torch.Tensor]) -> Iterator[None]:
-            with tracing.backward(outputs):
-                yield
-
         try:
-            run = fn.gradient(list(island.run.cotangents), watch=watch, around=tracing.forward)
+            run = fn.gradient(list(island.run.cotangents), watch=tracing.backward, around=tracing.forward)
         finally:
             fn.reset()
         traced = tracing.result()
-        if (traced.lowest != torch.float64 or not run.outputs
-                or not all(all_finite(y) for y in run.outputs)
-                or not all(g is None or all_finite(g) for g in run.grads)):
-            return None  # a cast it could not widen, or values that differencing cannot take
-        ref = _judged(ctx, fn, run, traced=traced)
+        if traced.lowest == torch.float64 and run.outputs:  # else a cast it could not widen
+            _skip_unless_finite(ctx, run, "float64")
+            ref = _judged(ctx, fn, run, traced=traced)
     except (LayerRaised, CheckFailed, CheckSkipped):
-        ref = None
+        pass  # nothing the first verdict does not already say: it stands
     if ref is None or not ref.verdict.passed:
         fn.widen = False
         return None
