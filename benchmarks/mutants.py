@@ -170,10 +170,15 @@ class _Text:
 
 
 def backward_functions(tree: ast.AST) -> list[ast.FunctionDef]:
-    """The ``backward`` and ``vjp`` staticmethods of every class in a module."""
+    """The ``backward`` and ``vjp`` static- and classmethods of every class in a module."""
     return [item for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for item in cls.body
-            if isinstance(item, ast.FunctionDef) and item.name in MUTATED
-            and any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in item.decorator_list)]
+            if isinstance(item, ast.FunctionDef) and item.name in MUTATED and _bound(item) is not None]
+
+
+def _bound(fn: ast.FunctionDef) -> str | None:
+    """``staticmethod`` or ``classmethod``, as ``fn`` is decorated; None for neither."""
+    names = {d.id for d in fn.decorator_list if isinstance(d, ast.Name)}
+    return next((name for name in ("staticmethod", "classmethod") if name in names), None)
 
 
 def mutants_of(source: str, file: Path) -> list[Mutant]:
@@ -206,7 +211,8 @@ class _Sites:
     def __init__(self, fn: ast.FunctionDef, text: _Text) -> None:
         self.fn = fn
         self.text = text
-        self.grads = {a.arg for a in fn.args.args[1:]} | ({fn.args.vararg.arg} if fn.args.vararg else set())
+        skipped = 2 if _bound(fn) == "classmethod" else 1  # ``(cls,) ctx``, then the incoming gradients
+        self.grads = {a.arg for a in fn.args.args[skipped:]} | ({fn.args.vararg.arg} if fn.args.vararg else set())
         self.tracked = self.grads | _saved_names(fn)  # tensors an in-place edit would corrupt for the caller
         self.parents = {child: parent for parent in ast.walk(fn) for child in ast.iter_child_nodes(parent)}
 

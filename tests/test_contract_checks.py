@@ -286,6 +286,27 @@ def test_registered_tensors_names_nested_attributes_only() -> None:
     assert "inner.table['scale'] ((3,) float32) of Module" in r.message
 
 
+class EmptyPlaceholders(nn.Module):
+    """MONAI's SABlock keeps ``self.att_mat = torch.Tensor()`` for an optional attention cache."""
+
+    def __init__(self, filled: bool = False) -> None:
+        super().__init__()
+        self.att_mat = torch.Tensor()
+        self.scale = torch.full((3,), 2.0) if filled else torch.empty(0, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def test_registered_tensors_leaves_empty_placeholders_out() -> None:
+    empty = result(run(EmptyPlaceholders, "4,3:BC", checks=("registered_tensors",)), "registered_tensors")
+    assert empty.status is Status.PASSED
+    assert "2 empty placeholder(s) left out: att_mat, scale" in empty.message
+    filled = Target(EmptyPlaceholders, [Layout.parse("4,3:BC")], kwargs={"filled": True})
+    r = result(run_target(filled, select(only=["registered_tensors"])), "registered_tensors")
+    assert r.status is Status.FAILED and r.details["attributes"] == ["scale"]
+
+
 class TransposesInPlace(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:

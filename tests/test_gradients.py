@@ -413,6 +413,58 @@ class RoundStraightThrough(nn.Module):
         return x + (torch.round(x * 4) / 4 - x).detach()
 
 
+class LearnedStepQuantizer(nn.Module):
+    """LSQ: the rounding is straight-through; the step's gradient flows through both paths."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.step = nn.Parameter(torch.tensor(0.3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = (x / self.step).clamp(-4, 3)
+        return (v + (v.round() - v).detach()) * self.step
+
+
+class HardGumbel(nn.Module):
+    """torch's own hard Gumbel-softmax: ``y_hard - y_soft.detach() + y_soft``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.gumbel_softmax(x, tau=0.7, hard=True, dim=-1) * torch.arange(6.0)
+
+
+@pytest.mark.parametrize("layer", [RoundStraightThrough, LearnedStepQuantizer, HardGumbel])
+def test_a_straight_through_estimator_passes_judged_with_its_detached_values_held(layer: type) -> None:
+    """Finite differences of a piecewise-constant forward disagree with the straight-through
+    gradient by design; with the values the layer detaches held at the point they agree
+    (Note [straight-through estimators])."""
+    found = _gradient_results(layer, "4,6:BC", enable=("gradgrad",))
+    result = found[("gradients", "float64")]
+    assert result.status.value == "passed", result.message
+    assert "straight-through estimator" in result.details["straight_through"]
+    assert any("held at the point" in note for note in result.notes)
+    higher = found[("gradgrad", "")]
+    assert higher.status.value == "skipped" and "straight-through" in higher.message, higher.message
+
+
+class _SignStraightThrough(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return torch.sign(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return grad * (x.abs() <= 1).to(grad.dtype)
+
+
+class BinaryActivation(nn.Module):
+    """A straight-through sign written as a Function: nothing detached to hold constant."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _SignStraightThrough.apply(x)
+
+
 class _Reverse(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
@@ -428,7 +480,7 @@ class GradientReversal(nn.Module):
         return _Reverse.apply(x)
 
 
-@pytest.mark.parametrize(("layer", "phrase"), [(RoundStraightThrough, "a straight-through backward"),
+@pytest.mark.parametrize(("layer", "phrase"), [(BinaryActivation, "a straight-through backward"),
                                                (GradientReversal, "gradient-reversal layer")])
 def test_a_backward_that_is_not_the_derivative_by_design_fails_saying_how_to_skip(layer: type, phrase: str) -> None:
     """Such a backward is not the forward's derivative, so the check fails; the message names

@@ -294,6 +294,9 @@ class Reference:
     # Note [widened islands] in numerics/functions.py: why the reference was taken again with the
     # layer's lower-precision casts kept in float64 (the verdict at the island's step), or None
     widened: str | None = None
+    # Note [straight-through estimators] in numerics/trace.py: why the reference was taken again
+    # with the values the layer detaches held at the point (the first verdict), or None
+    straight_through: str | None = None
     _diagnosis: tuple[list[Finding], list[str], list[str]] | None = field(default=None, repr=False)
 
     def diagnosis(self) -> tuple[list[Finding], list[str], list[str]]:
@@ -386,7 +389,34 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
     with skip_if_not_differentiable():
         ref = Reference(fd, run, judge(fd, run.grads, tolerance), traced, float64_failure, _size_names(ctx))
     if not ref.verdict.passed and precision is None and fd.precision != torch.float64 and not fn.widen:
-        return _widened(ctx, fn, ref) or ref
+        ref = _widened(ctx, fn, ref) or ref
+    if not ref.verdict.passed and traced.straight_through and fn.held is None:
+        ref = _straight_through(ctx, fn, ref) or ref
+    return ref
+
+
+def _straight_through(ctx: Context, fn: LayerFunction, first: Reference) -> Reference | None:
+    """The reference taken again with the values the layer detaches held at the point (Note
+    [straight-through estimators] in numerics/trace.py): what autograd differentiates, so its
+    verdict, right or wrong, is the one to give; None when it cannot be taken (the layer
+    detaches other values at other points), and ``fn`` is as it was."""
+    ref = None
+    try:
+        if fn.hold():
+            ref = _judged(ctx, fn, first.run, precision=first.verdict.precision,
+                          float64_failure=first.float64_failure, traced=first.trace)
+    except (LayerRaised, CheckFailed, CheckSkipped):
+        pass  # nothing the first verdict does not already say: it stands
+    if ref is None or not fn.held_matched:
+        fn.release()
+        return None
+    steps = ", ".join(first.trace.straight_through[:3])
+    ref.straight_through = (
+        f"the layer detaches a value made by a step ({steps}): a straight-through estimator, whose forward is "
+        "piecewise constant and whose gradient is a smooth stand-in's by design, so finite differences of its "
+        f"forward disagree with autograd ({first.verdict.summary()}). With every value it detaches held at the "
+        "point, which is what autograd differentiates, " + ("they agree" if ref.verdict.passed else "they still "
+                                                              "disagree"))
     return ref
 
 
@@ -832,12 +862,18 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         if ref.widened is not None:
             details["widened"] = ref.widened
             ctx.note(f"the layer computes in a lower precision inside even in float64 (a .float()): {ref.widened}")
+        if ref.straight_through is not None:
+            details["straight_through"] = ref.straight_through
+            ctx.note(ref.straight_through)
         judged = [name for slot, name in enumerate(names) if slot not in ref.fd.excluded]
         message = f"{_count_names(judged)}: {_agreement(verdict)}"
         if ref.fd.excluded:
             message += (f"; {', '.join(details['left_out'])} receive(s) no gradient at all (backward_runs reports it) "
                         "and were left out")
         return message, details
+    if ref.straight_through is not None:
+        details["straight_through"] = ref.straight_through
+        raise _disagreement(ref, f"{ref.straight_through}: float64 analytic gradients", details)
     raise _disagreement(ref, "float64 analytic gradients", details, eval_mode=_eval_mode_agrees(ctx))
 
 

@@ -100,6 +100,10 @@ def _reference(ctx: Context) -> Reference:
     if ref.widened is not None:
         raise CheckSkipped("the float64 first gradients were judged with the layer's lower-precision casts kept in "
                            f"float64 ({ref.widened}): higher derivatives are not measured against such a reference")
+    if ref.straight_through is not None:
+        raise CheckSkipped("the float64 first gradients were judged with the values the layer detaches held "
+                           "constant (a straight-through estimator): higher derivatives are not measured against "
+                           "such a reference")
     if not ref.verdict.passed:  # only when the gradient check was skipped on purpose (--skip gradients)
         why = f"the float64 first gradients disagree with finite differences ({ref.verdict.summary()})"
         if ctx.planned("gradients:float64"):

@@ -251,7 +251,9 @@ def registered_tensors(ctx: Context) -> str:
 
     An attribute the layer assigns anew in every call (a weight recomputed from a registered
     one by a forward pre-hook, as the legacy ``torch.nn.utils.spectral_norm`` does) is derived,
-    not kept: it is not reported.
+    not kept: it is not reported. Nor is an empty tensor (``self.att_mat = torch.Tensor()``, a
+    placeholder MONAI's attention blocks keep for an optional cache): it holds nothing to move,
+    save or train.
     """
     subject = ctx.fresh()
     module = subject.module
@@ -264,7 +266,8 @@ def registered_tensors(ctx: Context) -> str:
             subject.predict(subject.inputs())
         after = {name: id(t) for name, _, t in _unregistered(module, registered)}
         recomputed = {name for name, _, t in before if after.get(name, id(t)) != id(t)}
-    found = [item for item in before if item[0] not in recomputed]
+    found = [item for item in before if item[0] not in recomputed and item[2].numel() > 0]
+    empty = [name for name, _, t in before if t.numel() == 0]
     if found:
         listed = "; ".join(
             f"{name} ({describe_shapes([t])[0]}) of {owner}" for name, owner, t in found
@@ -274,6 +277,9 @@ def registered_tensors(ctx: Context) -> str:
             "Register them (register_buffer or nn.Parameter) so that .to(), state_dict() and optimisers see them",
             attributes=[name for name, _, _ in found],
         )
+    if empty:
+        return (f"{len(registered)} tensor(s), all registered; {len(empty)} empty placeholder(s) "
+                f"left out: {', '.join(empty)}")
     return f"{len(registered)} tensor(s), all registered"
 
 

@@ -44,6 +44,34 @@ class _Widening(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+class _Holding(TorchDispatchMode):
+    """Note [straight-through estimators] in trace.py: records, in order, the values the layer
+    detaches with gradients on (``held`` None), or hands the recorded ones back in their place
+    (``held`` given); ``matched`` turns False when a call detaches other values than were
+    recorded (another number, size or dtype), and the values are then the layer's own."""
+
+    def __init__(self, held: list[torch.Tensor] | None) -> None:
+        super().__init__()
+        self.recorded: list[torch.Tensor] = []
+        self.held = held
+        self.matched = True
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if func is not torch.ops.aten.detach.default or not torch.is_grad_enabled() \
+                or not isinstance(out, torch.Tensor) or not out.is_floating_point():
+            return out
+        if self.held is None:
+            self.recorded.append(out.clone())
+            return out
+        k = len(self.recorded)
+        self.recorded.append(out)
+        if k >= len(self.held) or self.held[k].shape != out.shape or self.held[k].dtype != out.dtype:
+            self.matched = False
+            return out
+        return self.held[k].clone()  # a layer may write into what it detached
+
+
 class LayerFunction:
     """A layer as a fixed function of its floating inputs and learnable parameters.
 
@@ -70,6 +98,10 @@ class LayerFunction:
         self.state = subject.checkpoint()
         self.positions: list[int] = []  # where the last call's floating outputs sit among its tensor outputs
         self.widen = False  # Note [widened islands]: the layer's casts to a lower precision kept in float64
+        # Note [straight-through estimators] in trace.py: the values the layer detaches at the
+        # point, handed back in their place at every point it is called at; None: its own
+        self.held: list[torch.Tensor] | None = None
+        self.held_matched = True  # False once a call detached other values than those held
 
     def __len__(self) -> int:
         return len(self.point)
@@ -114,8 +146,11 @@ class LayerFunction:
             for (_, p), flag in zip(self.parameters, requires[offset:]):
                 p.requires_grad_(flag)
             slots = leaves + [p for _, p in self.parameters]
-            with around(slots) if around is not None else nullcontext(), self._widening():
+            holding = _Holding(self.held) if self.held is not None else nullcontext()
+            with around(slots) if around is not None else nullcontext(), self._widening(), holding:
                 raw = self.subject.call(self.mode, inputs)
+            if isinstance(holding, _Holding) and (not holding.matched or len(holding.recorded) != len(self.held or ())):
+                self.held_matched = False
             tensors = Outputs.of(raw).tensors
             self.positions = [i for i, t in enumerate(tensors) if t.is_floating_point()]
         finally:
@@ -125,6 +160,23 @@ class LayerFunction:
             for (_, p), flag in zip(self.parameters, flags):
                 p.requires_grad_(flag)
         return [tensors[i] for i in self.positions], leaves + [p for _, p in self.parameters]
+
+    def hold(self) -> int:
+        """Record the values the layer detaches at the point and hand them back in their place
+        from now on (Note [straight-through estimators] in trace.py); returns how many. Raises
+        LayerRaised."""
+        recording = _Holding(None)
+        self.release()
+        try:
+            self.call(around=lambda slots: recording)
+        finally:
+            self.reset()
+        self.held, self.held_matched = recording.recorded, True
+        return len(self.held)
+
+    def release(self) -> None:
+        """The layer's detached values are its own again."""
+        self.held, self.held_matched = None, True
 
     def _widening(self) -> AbstractContextManager[Any]:
         return _Widening() if self.widen else nullcontext()

@@ -25,11 +25,29 @@ Note [stop-gradients]
     an ``autograd.Function``'s forward, which autograd itself runs without grad, does not count)
     is used by an operation that records gradients. Running statistics updated under no_grad
     and not read by the training forward (BatchNorm) are no such use.
+
+Note [straight-through estimators]
+    A quantiser (``x + (x.round() - x).detach()``), a vector quantiser
+    (``x + (codebook[index] - x).detach()``) or a hard Gumbel-softmax
+    (``y_hard - y_soft.detach() + y_soft``) gives its forward a piecewise-constant value and its
+    backward the gradient of a smooth stand-in, by design: finite differences of the forward
+    (zero, or a jump) disagree with that gradient however right it is. What autograd computes
+    is the derivative with every detached value held at its value; so the trace counts a
+    ``.detach()`` (with gradients on) of a value made by a step — a rounding, a sign, or an
+    integer or boolean result such as an argmax or a comparison, and what is computed from
+    those — or one used beside such a value, as a straight-through estimator. When the
+    differences disagree and the layer has one, the reference is taken again with the values
+    the layer detaches held at the point (``LayerFunction.hold``): the differences then see
+    what autograd differentiates, and a backward wrong anywhere else (a hand-written one, a
+    parameter's path) still disagrees. A ``.detach()`` of a smooth value used beside smooth
+    values (a batch statistic detached by mistake) is no straight-through estimator: the
+    first verdict stands.
 """
 
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +65,8 @@ class Trace:
 
     lowest: torch.dtype = torch.float64  # the lowest floating precision among those values
     stop_gradients: tuple[str, ...] = ()  # operations that used a value computed under torch.no_grad
+    # Note [straight-through estimators]: the steps whose values the layer detaches (round, argmin)
+    straight_through: tuple[str, ...] = ()
 
 
 def trace(fn: LayerFunction) -> Trace:
@@ -90,7 +110,8 @@ class Tracing:
         """What was seen; the tensors the recorder held to follow them are let go."""
         recorder = self._recorder
         self._recorder = _Recorder()
-        return Trace(recorder.lowest, tuple(dict.fromkeys(recorder.stopped_uses)))
+        return Trace(recorder.lowest, tuple(dict.fromkeys(recorder.stopped_uses)),
+                     tuple(dict.fromkeys(recorder.straight_through)))
 
 
 @contextlib.contextmanager
@@ -111,6 +132,10 @@ def _explicit_no_grad(recorder: _Recorder) -> Iterator[None]:
         torch._C._set_grad_enabled = original
 
 
+# Note [straight-through estimators]: operations whose floating result is piecewise constant
+_STEPS = {"round", "floor", "ceil", "trunc", "sign", "sgn", "heaviside"}
+
+
 class _Recorder(TorchDispatchMode):
     """Follows values computed from the marked tensors (by storage) and keeps the lowest
     floating precision among them."""
@@ -123,6 +148,11 @@ class _Recorder(TorchDispatchMode):
         self.stopped: set[int] = set()  # computed from the inputs under an explicit no_grad
         self.held: list[torch.Tensor] = []  # those tensors, kept alive so no other reuses their memory
         self.stopped_uses: list[str] = []
+        # storage -> (the step it was computed from, the tensor): a storage freed and reused by
+        # another tensor is not taken for it (no full-size mask is kept alive for this)
+        self.stepped: dict[int, tuple[str, weakref.ref[torch.Tensor]]] = {}
+        self.detached: dict[int, torch.Tensor] = {}  # id -> a detached value of the inputs, kept alive
+        self.straight_through: list[str] = []
 
     def taint(self, tensors: list[torch.Tensor]) -> None:
         for t in tensors:
@@ -135,6 +165,7 @@ class _Recorder(TorchDispatchMode):
         grad = torch.is_grad_enabled()
         if grad and any(_storage(t) in self.stopped for t in inputs):
             self.stopped_uses.append(str(func.__name__ if hasattr(func, "__name__") else func))
+        self._follow_steps(func, inputs, out, grad)
         if any(t.is_floating_point() and _storage(t) in self.tainted for t in inputs):
             stopped = not grad and self.explicit_no_grad
             for t in tree_leaves(out):
@@ -146,6 +177,35 @@ class _Recorder(TorchDispatchMode):
                     if torch.finfo(t.dtype).eps > torch.finfo(self.lowest).eps:
                         self.lowest = t.dtype
         return out
+
+    def _follow_steps(self, func: Any, inputs: list[torch.Tensor], out: Any, grad: bool) -> None:
+        """Note [straight-through estimators]: mark what a step computes from the inputs, and
+        record a detach of such a value, or one used beside such a value."""
+        step = next((found for t in inputs if (found := self._step_of(t)) is not None), None)
+        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+        if grad and self.detached and any(id(t) in self.detached for t in inputs) and step is not None:
+            self.straight_through.append(step)  # y_hard - y_soft.detach(): a detached value beside a step
+        tainted = any(t.is_floating_point() and _storage(t) in self.tainted for t in inputs)
+        if not tainted and step is None:
+            return
+        if name == "detach" and grad and tainted:
+            if step is not None:
+                self.straight_through.append(step)  # (x.round() - x).detach()
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    self.detached[id(t)] = t
+            return
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            if step is not None:
+                self.stepped[_storage(t)] = (step, weakref.ref(t))
+            elif name in _STEPS or not (t.is_floating_point() or t.is_complex()):
+                self.stepped[_storage(t)] = (name, weakref.ref(t))  # a rounding; an argmax, a comparison
+
+    def _step_of(self, t: torch.Tensor) -> str | None:
+        found = self.stepped.get(_storage(t))
+        return found[0] if found is not None and found[1]() is not None else None
 
 
 def _storage(t: torch.Tensor) -> int:
