@@ -62,14 +62,15 @@ def rounding_tolerances(bounds: str) -> tuple[Tolerance, ...]:
 class Run:
     """One call of a layer: its tensor outputs, the gradients (forward runs only, in the
     order of :func:`gradient_targets`), its state afterwards (detached copies), the
-    buffers that were left attached to the autograd graph, and how the call changed its
-    inputs (None: unchanged, or not watched)."""
+    buffers that were left requiring grad (attached to the autograd graph, or made leaves
+    that require grad), and how the call changed its inputs (None: unchanged, or not watched)."""
 
     outputs: list[torch.Tensor]
     grads: list[tuple[str, torch.Tensor | None]]
     state: dict[str, torch.Tensor | None]
     attached: tuple[str, ...] = ()
     input_change: str | None = None
+    leaves: tuple[str, ...] = ()  # of those, the ones no graph is attached to (requires_grad_() on a buffer)
 
 
 def predict_run(subject: Subject, inputs: Sequence[torch.Tensor] | None = None, *,
@@ -83,7 +84,8 @@ def predict_run(subject: Subject, inputs: Sequence[torch.Tensor] | None = None, 
 def predicted(subject: Subject, outputs: Sequence[torch.Tensor], *, watch_inputs: bool = False) -> Run:
     """The record of a predict call the subject just made, which returned ``outputs``."""
     change = input_change(subject.inputs(), subject.fed) if watch_inputs else None
-    return Run([t.detach() for t in outputs], [], subject.snapshot(), _attached(subject), change)
+    attached, leaves = _attached(subject)
+    return Run([t.detach() for t in outputs], [], subject.snapshot(), attached, change, leaves)
 
 
 def forward_run(ctx: Context, subject: Subject, inputs: Sequence[torch.Tensor] | None = None, *,
@@ -93,11 +95,11 @@ def forward_run(ctx: Context, subject: Subject, inputs: Sequence[torch.Tensor] |
     with ``watch_inputs``, whether the generated inputs were changed)."""
     inputs = subject.inputs(requires_grad=True) if inputs is None else inputs
     outputs = Outputs.of(subject.forward(inputs, rng_seed=rng_seed)).tensors
-    state, attached = subject.snapshot(), _attached(subject)
+    state, (attached, leaves) = subject.snapshot(), _attached(subject)
     change = input_change(subject.inputs(), subject.fed) if watch_inputs else None
     values = [t.detach().clone() for t in outputs]  # before backward, which may write into a saved output
     grads = gradients(ctx, subject, inputs, outputs) if backward else []
-    return Run(values, grads, state, attached, change)
+    return Run(values, grads, state, attached, change, leaves)
 
 
 def input_change(originals: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> str | None:
@@ -114,8 +116,10 @@ def input_change(originals: Sequence[torch.Tensor], inputs: Sequence[torch.Tenso
     return None
 
 
-def _attached(subject: Subject) -> tuple[str, ...]:
-    return tuple(name for name, t in subject.buffers().items() if t is not None and t.requires_grad)
+def _attached(subject: Subject) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The buffers that require grad, and those of them that are leaves."""
+    found = [(name, t) for name, t in subject.buffers().items() if t is not None and t.requires_grad]
+    return tuple(name for name, _ in found), tuple(name for name, t in found if t.grad_fn is None)
 
 
 def gradient_targets(subject: Subject, inputs: Sequence[torch.Tensor]) -> list[tuple[str, torch.Tensor]]:

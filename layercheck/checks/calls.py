@@ -197,16 +197,22 @@ def forward_predict_agree(ctx: Context) -> str:
             )
     rtol = ctx.tolerance(torch.float32)
     allowed = Allowance(rtol, rtol / 10)
-    differs = any(
-        mismatch(p, f, allowed) is not None for p, f in zip(predicted, forwarded) if p.is_floating_point()
-    ) or any(not torch.equal(p, f) for p, f in zip(predicted, forwarded) if not p.is_floating_point())
-    if not differs:
+    differing = [i for i, (p, f) in enumerate(zip(predicted, forwarded))
+                 if (mismatch(p, f, allowed) is not None if p.is_floating_point() else not torch.equal(p, f))]
+    if not differing:
         return f"{len(predicted)} output(s) agree in size, dtype and value"
     reason = _mode_dependence(ctx, subject)
     if reason is not None:
         return f"{len(predicted)} output(s) agree in size and dtype; values differ as expected: {reason}"
     readers = [type(sub).__name__ for sub in (subject.module.modules() if subject.module is not None else ())
                if not type(sub).__module__.startswith("torch.") and _reads_training(type(sub))]
+    if readers and all(predicted[i].dim() == 0 and predicted[i].is_floating_point() for i in differing) \
+            and len(differing) < len(predicted):
+        # Note [training-only losses]: a quantiser's commitment loss, a mixture of experts'
+        # balancing loss, computed when training and returned as zero (or not at all) otherwise
+        shown = ", ".join(f"output {i}" for i in differing)
+        return (f"{len(predicted)} output(s) agree in size and dtype, and in value but for {shown}: a scalar "
+                f"{readers[0]}.forward computes in training only (it reads self.training), an auxiliary loss")
     why = ("the layer shows no reason to depend on the mode" if not readers else
            f"{readers[0]}.forward reads self.training, but its training forward draws no random numbers and "
            "changes no state: a branch taken in one mode only changes the result (a mask or a term applied in "

@@ -67,11 +67,17 @@ def state_valid(ctx: Context) -> str:
         raise CheckSkipped("the layer has no state (no buffers)")
     batch = {layout.size[layout.batch_dim] for layout in ctx.layouts if layout.batch_dim is not None}
     for mode, run in (("predict", reference_predict(ctx)), ("forward", reference_forward(ctx))):
-        if run.attached:
+        for name in run.leaves:  # no graph held: not a leak, but a .grad nobody clears
+            ctx.note(f"buffer {name!r} requires grad after {mode}: the layer made it require grad (requires_grad_() "
+                     "on the buffer, or on a tensor that is the buffer itself), so each backward that reaches it "
+                     "accumulates into its .grad, which no optimiser clears; compute with a copy (self.zero.clone()) "
+                     "instead, or make it an nn.Parameter if it is meant to be learned")
+        graphs = [name for name in run.attached if name not in run.leaves]
+        if graphs:
             raise CheckFailed(
-                f"state {run.attached[0]!r} after {mode} is attached to the autograd graph (requires grad): the graph "
+                f"state {graphs[0]!r} after {mode} is attached to the autograd graph (requires grad): the graph "
                 "of every call stays alive; update state under torch.no_grad() or store .detach()",
-                buffers=list(run.attached), mode=mode,
+                buffers=graphs, mode=mode,
             )
         for name, old in initial.items():
             _check_buffer(name, old, run.state.get(name), mode, batch)
