@@ -10,12 +10,12 @@ the original's files and loaded with layercheck's loader, as a user's file is.
 A mutant is equivalent when, on random inputs (and random parameters) at several seeds and
 with only one tensor requiring grad, its gradients, the gradients of a second backward over
 the same graph, and the caller's tensors after backward (inputs, outputs, grad_output,
-parameters) equal the original's within 1e-12 relative. One that differs only on boundary
-inputs (zeros, large values, elements equal to the other tensors' values: the thresholds)
-differs only in the subgradient it picks exactly at a kink (``x > 0`` -> ``x >= 0``), which is
-as right as the original's: it is equivalent too, counted in its own column. Equivalent
-mutants are left out of the rates (what the tools say of them is listed: a failure there is a
-false alarm).
+parameters) equal the original's within 1e-12 relative (within 1e-5 in float32, for an
+original that cannot run in float64). One that differs only on boundary inputs (zeros, large
+values, elements equal to the other tensors' values: the thresholds) differs only in the
+subgradient it picks exactly at a kink (``x > 0`` -> ``x >= 0``), which is as right as the
+original's: it is equivalent too, counted in its own column. Equivalent mutants are left out
+of the rates (what the tools say of them is listed: a failure there is a false alarm).
 On every mutant it runs layercheck's default suite (caught: a check ``failed`` or ``error``
 that passed or was skipped on the original) and gradcheck in fast and slow mode (float64, every
 input and parameter; caught: it returns False or raises), then lists every mutant each of them
@@ -59,6 +59,7 @@ REDUCTIONS = ("sum", "mean", "amax", "amin")
 COMPARE_SWAPS = {">": (">=", "<"), ">=": (">", "<="), "<": ("<=", ">"), "<=": ("<", ">=")}
 INPLACE_BINOPS = {ast.Mult: "mul_", ast.Add: "add_", ast.Sub: "sub_", ast.Div: "div_"}
 TOLERANCE = 1e-12
+FLOAT32_TOLERANCE = 1e-5  # an original that cannot run in float64 is compared in float32
 LARGE = 1e6
 SEEDS = 4  # random cases per original: the inputs, and for modules the parameters too
 CAUGHT = (Status.FAILED, Status.ERROR)
@@ -524,16 +525,16 @@ def _normal(shape: Sequence[int], seed: int) -> torch.Tensor:
     return torch.randn(tuple(shape), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
-def cases_for(target: Target, seed: int) -> list[Case]:
+def cases_for(target: Target, seed: int, dtype: torch.dtype = torch.float64) -> list[Case]:
     """Random inputs and parameters at several seeds, boundary inputs, and one tensor requiring grad at a time."""
-    own = {name: p.detach().clone() for name, p in target.build(torch.float64).parameters()}
+    own = {name: p.detach().clone() for name, p in target.build(dtype).parameters()}
 
     def inputs(s: int) -> tuple[torch.Tensor, ...]:
         # drawn as each input is declared (integer indices, positive values, ...)
-        return tuple(target.inputs(torch.float64, seed=s * 100))
+        return tuple(target.inputs(dtype, seed=s * 100))
 
     def parameters(s: int) -> dict[str, torch.Tensor]:
-        return {name: _normal(p.shape, s * 100 + 50 + k) for k, (name, p) in enumerate(own.items())}
+        return {name: _normal(p.shape, s * 100 + 50 + k).to(dtype) for k, (name, p) in enumerate(own.items())}
 
     first = seed * 1000
     found = []
@@ -586,10 +587,10 @@ def _spread(value: torch.Tensor, x: torch.Tensor, layout: Layout) -> torch.Tenso
         return None
 
 
-def observe(target: Target, case: Case) -> dict[str, Any]:
+def observe(target: Target, case: Case, dtype: torch.dtype = torch.float64) -> dict[str, Any]:
     """What a caller sees of one forward and two backwards over the same graph: the gradients
     in ``.grad``, and its tensors afterwards. An exception is recorded by its type."""
-    subject = target.build(torch.float64)
+    subject = target.build(dtype)
     parameters = dict(subject.parameters())
     if case.parameters is not None:
         with torch.no_grad():
@@ -604,7 +605,7 @@ def observe(target: Target, case: Case) -> dict[str, Any]:
         outputs = [o for o in tensors_in(subject.forward(inputs)) if o.requires_grad]
     except LayerRaised as exc:
         return {"forward": type(exc.exc).__name__}
-    grads = [_normal(o.shape, 7 + j) for j, o in enumerate(outputs)]
+    grads = [_normal(o.shape, 7 + j).to(o.dtype) for j, o in enumerate(outputs)]
     for prefix in ("gradient", "second gradient"):
         try:
             torch.autograd.backward(outputs, grads, retain_graph=True)
@@ -627,7 +628,8 @@ def _same(a: Any, b: Any) -> bool:
         return False
     finite = a[a.isfinite()]
     scale = float(finite.abs().max()) if finite.numel() else 0.0
-    return torch.allclose(b, a, rtol=TOLERANCE, atol=TOLERANCE * scale, equal_nan=True)
+    tolerance = TOLERANCE if a.dtype == torch.float64 else FLOAT32_TOLERANCE
+    return torch.allclose(b, a, rtol=tolerance, atol=tolerance * scale, equal_nan=True)
 
 
 def gradcheck_verdict(target: Target, *, fast: bool, seed: int) -> str:
@@ -717,8 +719,13 @@ class Bench:
         self.seed = seed
         self.cls = load(original, original.mutated.read_text(), workdir / "original")
         target = self.target(self.cls)
-        self.cases = cases_for(target, seed)
-        self.reference = [observe(target, case) for case in self.cases]
+        # in float64, or in float32 for a layer that cannot run in float64 (a buffer filled
+        # with float64's largest value in the default dtype)
+        self.dtype = torch.float64
+        if "forward" in observe(target, cases_for(target, seed)[0]):
+            self.dtype = torch.float32
+        self.cases = cases_for(target, seed, self.dtype)
+        self.reference = [observe(target, case, self.dtype) for case in self.cases]
         self.statuses, self.run_error = self.layercheck(self.cls)
         self.fast = gradcheck_verdict(target, fast=True, seed=seed)
         self.slow = gradcheck_verdict(target, fast=False, seed=seed)
@@ -742,7 +749,7 @@ class Bench:
         target = self.target(cls)
         differences = tuple(Difference(what, case.description, case.kind)
                             for case, reference in zip(self.cases, self.reference)
-                            for what in _differences(reference, observe(target, case)))
+                            for what in _differences(reference, observe(target, case, self.dtype)))
         # An equivalent mutant is judged too: what either tool reports on it is a false alarm.
         statuses, error = self.layercheck(cls)
         if error is not None and self.run_error is None:

@@ -398,6 +398,52 @@ def test_a_wrong_backward_beside_a_float32_island_is_still_caught(layer: type) -
     assert "widened" not in result.details
 
 
+class _Identity(torch.autograd.Function):
+    factor = 1.0
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @classmethod
+    def backward(cls, ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad * cls.factor
+
+
+class _WrongIdentity(_Identity):
+    factor = 1.5
+
+
+class RunningSumInDefaultDtype(nn.Module):
+    """A sum accumulated into ``torch.zeros(shape)`` (the default dtype, float32 even for a
+    float64 layer) and divided into its float64 twin, as lucidrains' cosine-similarity flash
+    attention keeps its row sums: exactly 1, but in float64 its float32 rounding, scaled up,
+    swamps the derivative at every usable step (Note [widened islands])."""
+
+    identity: type[_Identity] = _Identity
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = torch.exp(x).sum(dim=1, keepdim=True)
+        running = torch.zeros(x.shape[0], 1, device=x.device)
+        running += s
+        return self.identity.apply(x) + 1e4 * (s / running - 1)
+
+
+class RunningSumInDefaultDtypeWrong(RunningSumInDefaultDtype):
+    identity = _WrongIdentity
+
+
+def test_an_island_too_noisy_to_judge_is_judged_with_its_allocations_in_float64() -> None:
+    """Without widening the differences give no verdict (the check was skipped, and the wrong
+    twin went unseen); with the default-dtype allocation made in float64 they give one."""
+    right = _gradient_results(RunningSumInDefaultDtype, "4,6:BC")[("gradients", "float64")]
+    assert right.status.value == "passed", right.message
+    assert "cannot judge its gradient" in right.details["widened"]
+    wrong = _gradient_results(RunningSumInDefaultDtypeWrong, "4,6:BC")[("gradients", "float64")]
+    assert wrong.status.value == "failed", wrong.message
+    assert "input 0" in wrong.message and "kept in float64" in wrong.message
+
+
 def test_higher_derivatives_skip_a_reference_taken_with_widened_casts() -> None:
     found = _gradient_results(Float32StatisticMax, enable=("gradgrad", "forward_ad"))
     higher = [r for (check, _), r in found.items() if check in ("gradgrad", "forward_ad")]

@@ -386,10 +386,18 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
     tolerance = ctx.tolerance_of(GRADIENTS, "float64")  # the gradient check's verdict, whoever asks first
     if float64_failure is not None:
         tolerance = max(tolerance, FLOAT32_REFERENCE_TOLERANCE)
+    widens = precision is None and fd.precision != torch.float64 and not fn.widen
     with skip_if_not_differentiable():
-        ref = Reference(fd, run, judge(fd, run.grads, tolerance), traced, float64_failure, _size_names(ctx))
-    if not ref.verdict.passed and precision is None and fd.precision != torch.float64 and not fn.widen:
-        ref = _widened(ctx, fn, ref) or ref
+        try:
+            verdict = judge(fd, run.grads, tolerance)
+        except TooNoisy as exc:  # Note [widened islands]: no verdict at all at the island's step
+            found = _widened(ctx, fn, run, str(exc)) if widens else None
+            if found is None:
+                raise
+            return found
+        ref = Reference(fd, run, verdict, traced, float64_failure, _size_names(ctx))
+    if not ref.verdict.passed and widens:
+        ref = _widened(ctx, fn, run, ref) or ref
     if not ref.verdict.passed and traced.straight_through and fn.held is None:
         ref = _straight_through(ctx, fn, ref) or ref
     return ref
@@ -420,16 +428,18 @@ def _straight_through(ctx: Context, fn: LayerFunction, first: Reference) -> Refe
     return ref
 
 
-def _widened(ctx: Context, fn: LayerFunction, island: Reference) -> Reference | None:
-    """The reference taken again with the layer's lower-precision casts kept in float64, when
-    its verdict agrees (Note [widened islands] in numerics/functions.py); None otherwise, and
-    ``fn`` is as it was."""
+def _widened(ctx: Context, fn: LayerFunction, first: Backprop, island: Reference | str) -> Reference | None:
+    """The reference taken again with the layer's lower-precision casts kept in float64 (Note
+    [widened islands] in numerics/functions.py): when the island's verdict (a Reference)
+    disagreed, only if it agrees; when the island was too noisy to judge (``island`` says
+    why), whatever it says. ``first``: the island's run, whose cotangents are used again. None
+    otherwise, and ``fn`` is as it was."""
     fn.widen = True
     ref = None
     try:
         tracing = Tracing()
         try:
-            run = fn.gradient(list(island.run.cotangents), watch=tracing.backward, around=tracing.forward)
+            run = fn.gradient(list(first.cotangents), watch=tracing.backward, around=tracing.forward)
         finally:
             fn.reset()
         traced = tracing.result()
@@ -438,14 +448,19 @@ def _widened(ctx: Context, fn: LayerFunction, island: Reference) -> Reference | 
             ref = _judged(ctx, fn, run, traced=traced)
     except (LayerRaised, CheckFailed, CheckSkipped):
         pass  # nothing the first verdict does not already say: it stands
-    if ref is None or not ref.verdict.passed:
+    if ref is None or (isinstance(island, Reference) and not ref.verdict.passed):
         fn.widen = False
         return None
-    ref.widened = (f"at {dtype_name(island.verdict.precision)}'s difference step ({island.verdict.step:.2g}), "
-                   f"which the layer's {dtype_name(island.verdict.precision)} computation inside sets, the differences "
-                   f"disagreed ({island.verdict.summary()}): a step that large crosses kinks. With the layer's casts "
-                   "to a lower precision kept in float64 (the same operations and derivative formulas, without the "
-                   "rounding) they agree at the float64 step")
+    kept = ("with the layer's casts to a lower precision and its allocations in the default dtype kept in float64 "
+            "(the same operations and derivative formulas, without the rounding)")
+    if isinstance(island, Reference):
+        precision = dtype_name(island.verdict.precision)
+        ref.widened = (f"at {precision}'s difference step ({island.verdict.step:.2g}), which the layer's {precision} "
+                       f"computation inside sets, the differences disagreed ({island.verdict.summary()}): a step that "
+                       f"large crosses kinks. {kept[0].upper()}{kept[1:]} they agree at the float64 step")
+    else:
+        ref.widened = (f"at the precision the layer computes in inside, {island[0].lower()}{island[1:]}; {kept}, "
+                       f"they were judged at the float64 step")
     return ref
 
 
@@ -871,9 +886,10 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
             message += (f"; {', '.join(details['left_out'])} receive(s) no gradient at all (backward_runs reports it) "
                         "and were left out")
         return message, details
-    if ref.straight_through is not None:
-        details["straight_through"] = ref.straight_through
-        raise _disagreement(ref, f"{ref.straight_through}: float64 analytic gradients", details)
+    for kind, why in (("straight_through", ref.straight_through), ("widened", ref.widened)):
+        if why is not None:
+            details[kind] = why
+            raise _disagreement(ref, f"{why}: float64 analytic gradients", details)
     raise _disagreement(ref, "float64 analytic gradients", details, eval_mode=_eval_mode_agrees(ctx))
 
 

@@ -3,8 +3,8 @@ engine (``engine.py``) differences and what the checks take analytic gradients o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,10 @@ from layercheck.subject import Mode, Outputs, Subject, backpropagate, backward_n
 #     when it agrees (gradients.py, _widened): a backward wrong in its formulas is wrong in
 #     float64 too, so this clears failures the step made, not ones the backward made. A cast it
 #     cannot widen (a copy into a float32 buffer) leaves an island, and the first verdict stands.
+#     Tensors the layer allocates in the default dtype (``torch.zeros(shape)`` for running sums:
+#     lucidrains' cosine-similarity flash attention) are made in float64 too. Where the island's
+#     rounding noise swamps the derivative at every usable step, so that the differences give
+#     no verdict at all, the widened reference's verdict is the check's, whichever it is.
 _LOWER_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -70,6 +74,19 @@ class _Holding(TorchDispatchMode):
             self.matched = False
             return out
         return self.held[k].clone()  # a layer may write into what it detached
+
+
+@contextmanager
+def _widened() -> Iterator[None]:
+    """Lower-precision ``dtype=`` of operations on float64 tensors kept in float64, and tensors
+    allocated in the default dtype (``torch.zeros(shape)`` for running sums) made in float64."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with _Widening():
+            yield
+    finally:
+        torch.set_default_dtype(default)
 
 
 class LayerFunction:
@@ -179,7 +196,7 @@ class LayerFunction:
         self.held, self.held_matched = None, True
 
     def _widening(self) -> AbstractContextManager[Any]:
-        return _Widening() if self.widen else nullcontext()
+        return _widened() if self.widen else nullcontext()
 
     def reset(self) -> None:
         """Put the parameters and the state back at the point."""
