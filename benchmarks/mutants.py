@@ -21,13 +21,19 @@ that passed or was skipped on the original) and gradcheck in fast and slow mode 
 input and parameter; caught: it returns False or raises), then lists every mutant each of them
 misses.
 
-    python benchmarks/mutants.py [--only NAME] [--max N] [--seed 0] [--threads 1] [--all]
+    python benchmarks/mutants.py [--only NAME] [--max N] [--seed 0] [--threads 1] [--all] [--third-party]
+
+``--third-party`` mutates the hand-written backward passes of installed libraries nobody on the
+team wrote instead (THIRD_PARTY: entmax's sparsemax, entmax and bisection Functions,
+memory-efficient-attention-pytorch's flash attention, MONAI's and timm's memory-efficient
+activations), each through a small layer of ours that loads the mutated copy of the module.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import itertools
 import random
 import sys
@@ -474,6 +480,90 @@ def originals() -> list[Original]:
     return found
 
 
+# Hand-written backward passes of libraries nobody on the team wrote (``--third-party``): the
+# module whose backward is mutated, and the layer built on it, as (name, module, layer source,
+# layouts). The layer source is ours: it loads the copy of the module beside it (``SIBLING``),
+# so each mutant's copy is the one used.
+THIRD_PARTY = [
+    ("entmax sparsemax", "entmax.activations", "class LAYER(M.Sparsemax):\n    def __init__(self):\n"
+     "        super().__init__(dim=-1)", ("3,5:BC",)),
+    ("entmax entmax15", "entmax.activations", "class LAYER(M.Entmax15):\n    def __init__(self):\n"
+     "        super().__init__(dim=-1)", ("3,5:BC",)),
+    ("entmax bisect, learned alpha", "entmax.root_finding",
+     "class LAYER(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.alpha = nn.Parameter(torch.tensor(1.3))\n\n    def forward(self, x):\n"
+     "        return M.entmax_bisect(x, self.alpha, dim=-1)", ("3,5:BC",)),
+    ("entmax sparsemax_bisect", "entmax.root_finding", "class LAYER(M.SparsemaxBisect):\n    def __init__(self):\n"
+     "        super().__init__(dim=-1)", ("3,5:BC",)),
+    ("entmax normmax_bisect", "entmax.root_finding", "class LAYER(M.NormmaxBisect):\n    def __init__(self):\n"
+     "        super().__init__(alpha=2, dim=-1)", ("3,5:BC",)),
+    ("entmax budget_bisect", "entmax.root_finding", "class LAYER(M.BudgetBisect):\n    def __init__(self):\n"
+     "        super().__init__(budget=2, dim=-1)", ("3,5:BC",)),
+    *[(f"memory-efficient-attention flash{', causal' if causal else ''}",
+       "memory_efficient_attention_pytorch.flash_attention",
+       "class LAYER(M.FlashAttention):\n    def __init__(self):\n        super().__init__(dim=6, heads=2, "
+       f"dim_head=3, causal={causal}, q_bucket_size=2, k_bucket_size=3)", ("2,5,6:BTC",))
+      for causal in (False, True)],
+    # one key bucket and scale 8: with several buckets, or at its default scale 16, the
+    # original's gradient is wrong (gradcheck in float64 agrees), and no mutant could be judged
+    ("memory-efficient-attention cosine flash", "memory_efficient_attention_pytorch.cosine_sim_flash_attention",
+     "class LAYER(M.FlashAttention):\n    def __init__(self):\n        super().__init__(dim=6, scale=8, heads=2, "
+     "dim_head=3, q_bucket_size=2, k_bucket_size=8)", ("2,5,6:BTC",)),
+    ("monai MemoryEfficientSwish", "monai.networks.blocks.activation", "LAYER = M.MemoryEfficientSwish",
+     ("2,3,4,4:BCSS",)),
+    *[(f"timm {name}", "timm.layers.activations_me", f"LAYER = M.{name}", ("2,3,4,4:BCSS",))
+      for name in ("SwishMe", "MishMe", "HardSigmoidMe", "HardSwishMe", "HardMishMe")],
+]
+SIBLING = """import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+_path = Path(__file__).with_name({file!r})
+_spec = importlib.util.spec_from_file_location(f"layercheck_mutant_{{abs(hash(str(_path)))}}", _path)
+M = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = M
+_spec.loader.exec_module(M)
+
+
+"""
+
+
+def third_party(folder: Path) -> list[Original]:
+    """THIRD_PARTY's originals whose library is installed, their layer files written into
+    ``folder``; a note on stderr names the libraries left out."""
+    found, missing = [], []
+    for index, (name, module, layer, layouts) in enumerate(THIRD_PARTY):
+        mutated = _source_of(module)
+        if mutated is None:
+            missing.append(module.split(".")[0])
+            continue
+        wrapper = folder / f"layer{index}.py"
+        wrapper.write_text(SIBLING.format(file=mutated.name) + layer + "\n")
+        found.append(Original(name, (wrapper, mutated), "LAYER", mutated, layouts))
+    if missing:
+        print(f"not installed, left out: {', '.join(dict.fromkeys(missing))} (pip install --no-deps entmax "
+              "memory-efficient-attention-pytorch einops timm monai)", file=sys.stderr)
+    return found
+
+
+def _source_of(module: str) -> Path | None:
+    """The file of a dotted module, found from its top-level package without importing the
+    package (timm's imports torchvision, which its activations_me.py does not need); None when
+    it is not installed."""
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations)), *rest[:-1], f"{rest[-1]}.py")
+    return path if path.is_file() else None
+
+
 def _literals(tree: ast.Module, names: Sequence[str]) -> dict[str, Any]:
     """Module-level ``NAME = literal`` values (a zoo file's LAYOUTS, ARGS, KWARGS), read without importing it."""
     found = {}
@@ -881,18 +971,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs, of the checks and of --max")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the layers are tiny)")
     parser.add_argument("--all", action="store_true", help="list every mutant with its verdicts")
+    parser.add_argument("--third-party", action="store_true",
+                        help="mutate installed libraries' backward passes instead (entmax, timm, monai, "
+                             "memory-efficient-attention-pytorch)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    chosen = originals()
-    if args.only:
-        chosen = [o for o in chosen if args.only == o.name] or [o for o in chosen if args.only in o.name]
-        if len(chosen) != 1:
-            parser.error(f"--only {args.only} names {len(chosen)} originals; they are: "
-                         + ", ".join(o.name for o in originals()))
     benches, verdicts = [], []
     with tempfile.TemporaryDirectory(prefix="layercheck_mutants_") as workdir, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # mutants make torch warn (in-place, shapes); the figures are the output
+        every = third_party(Path(workdir)) if args.third_party else originals()
+        chosen = every
+        if args.only:
+            chosen = [o for o in every if args.only == o.name] or [o for o in every if args.only in o.name]
+            if len(chosen) != 1:
+                parser.error(f"--only {args.only} names {len(chosen)} originals; they are: "
+                             + ", ".join(o.name for o in every))
         for index, original in enumerate(chosen):
             began = time.perf_counter()
             bench = Bench(original, Path(workdir) / f"original{index}", args.seed)

@@ -505,7 +505,19 @@ class HardGumbel(nn.Module):
         return nn.functional.gumbel_softmax(x, tau=0.7, hard=True, dim=-1) * torch.arange(6.0)
 
 
-@pytest.mark.parametrize("layer", [RoundStraightThrough, LearnedStepQuantizer, HardGumbel])
+class GradientScaled(nn.Module):
+    """LSQ's gradient scaling, without a rounding: the value of the weight, a quarter of its gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.linspace(0.5, 1.5, 6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scaled = self.weight * 0.25
+        return torch.tanh(x * ((self.weight - scaled).detach() + scaled))
+
+
+@pytest.mark.parametrize("layer", [RoundStraightThrough, LearnedStepQuantizer, HardGumbel, GradientScaled])
 def test_a_straight_through_estimator_passes_judged_with_its_detached_values_held(layer: type) -> None:
     """Finite differences of a piecewise-constant forward disagree with the straight-through
     gradient by design; with the values the layer detaches held at the point they agree

@@ -66,3 +66,34 @@ def test_mutants_of_a_tiny_function(tmp_path: Path) -> None:
     assert not flipped.equivalent
     assert "gradients[float64]" in flipped.caught_by
     assert flipped.fast == flipped.slow == "failed"
+
+
+CLASSMETHOD_SOURCE = '''import torch
+
+
+class Scaled(torch.autograd.Function):
+    @classmethod
+    def forward(cls, ctx, x):
+        return 3 * x
+
+    @classmethod
+    def backward(cls, ctx, grad):
+        return 3 * grad
+'''
+
+
+def test_a_classmethod_backward_is_mutated_with_its_incoming_gradient_after_cls_and_ctx(tmp_path: Path) -> None:
+    """entmax writes its Functions with classmethods: ``(cls, ctx, grad)``."""
+    bench = load_benchmark()
+    mutants = bench.mutants_of(CLASSMETHOD_SOURCE, tmp_path / "scaled.py")
+    assert {m.operator for m in mutants} >= {"sign", "scale", "drop_grad_output"}
+    dropped = [m.after for m in mutants if m.operator == "drop_grad_output"]
+    assert "torch.ones_like(grad)" in dropped and not any("ctx" in a or "cls" in a for a in dropped)
+
+
+def test_third_party_sources_are_found_without_importing_their_package() -> None:
+    bench = load_benchmark()
+    found = bench._source_of("email.mime.text")
+    assert found is not None and found.name == "text.py" and found.is_file()
+    assert bench._source_of("email.no_such_module") is None
+    assert bench._source_of("no_such_package_here.module") is None

@@ -418,13 +418,13 @@ def _straight_through(ctx: Context, fn: LayerFunction, first: Reference) -> Refe
     if ref is None or not fn.held_matched:
         fn.release()
         return None
-    steps = ", ".join(first.trace.straight_through[:3])
+    seen = ", ".join(first.trace.straight_through[:3])
     ref.straight_through = (
-        f"the layer detaches a value made by a step ({steps}): a straight-through estimator, whose forward is "
-        "piecewise constant and whose gradient is a smooth stand-in's by design, so finite differences of its "
-        f"forward disagree with autograd ({first.verdict.summary()}). With every value it detaches held at the "
-        "point, which is what autograd differentiates, " + ("they agree" if ref.verdict.passed else "they still "
-                                                              "disagree"))
+        f"the layer detaches a value made by a step, or a difference it adds back ({seen}): a straight-through "
+        "estimator, whose forward takes one function's value and whose gradient another's by design, so finite "
+        f"differences of its forward disagree with autograd ({first.verdict.summary()}). With every value it "
+        "detaches held at the point, which is what autograd differentiates, " + ("they agree" if ref.verdict.passed
+                                                                                 else "they still disagree"))
     return ref
 
 

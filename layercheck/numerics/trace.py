@@ -35,7 +35,9 @@ Note [straight-through estimators]
     is the derivative with every detached value held at its value; so the trace counts a
     ``.detach()`` (with gradients on) of a value made by a step — a rounding, a sign, or an
     integer or boolean result such as an argmax or a comparison, and what is computed from
-    those — or one used beside such a value, as a straight-through estimator. When the
+    those — or one used beside such a value, as a straight-through estimator; and so a
+    detached difference added back to one of its terms (``(y - y * g).detach() + y * g``: the
+    value of y, the gradient of y * g — LSQ's gradient scaling). When the
     differences disagree and the layer has one, the reference is taken again with the values
     the layer detaches held at the point (``LayerFunction.hold``): the differences then see
     what autograd differentiates, and a backward wrong anywhere else (a hand-written one, a
@@ -134,6 +136,7 @@ def _explicit_no_grad(recorder: _Recorder) -> Iterator[None]:
 
 # Note [straight-through estimators]: operations whose floating result is piecewise constant
 _STEPS = {"round", "floor", "ceil", "trunc", "sign", "sgn", "heaviside"}
+_SUMS = {"add", "sub", "rsub"}
 
 
 class _Recorder(TorchDispatchMode):
@@ -151,7 +154,10 @@ class _Recorder(TorchDispatchMode):
         # storage -> (the step it was computed from, the tensor): a storage freed and reused by
         # another tensor is not taken for it (no full-size mask is kept alive for this)
         self.stepped: dict[int, tuple[str, weakref.ref[torch.Tensor]]] = {}
-        self.detached: dict[int, torch.Tensor] = {}  # id -> a detached value of the inputs, kept alive
+        # id -> a detached value of the inputs (kept alive), and the storages of the terms of the
+        # sum or difference it was detached from
+        self.detached: dict[int, tuple[torch.Tensor, frozenset[int]]] = {}
+        self.sums: dict[int, tuple[frozenset[int], weakref.ref[torch.Tensor]]] = {}  # storage -> its terms
         self.straight_through: list[str] = []
 
     def taint(self, tensors: list[torch.Tensor]) -> None:
@@ -180,24 +186,33 @@ class _Recorder(TorchDispatchMode):
 
     def _follow_steps(self, func: Any, inputs: list[torch.Tensor], out: Any, grad: bool) -> None:
         """Note [straight-through estimators]: mark what a step computes from the inputs, and
-        record a detach of such a value, or one used beside such a value."""
+        record a detach of such a value, one used beside such a value, and a detached
+        difference added back to one of its terms."""
         step = next((found for t in inputs if (found := self._step_of(t)) is not None), None)
         name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
-        if grad and self.detached and any(id(t) in self.detached for t in inputs) and step is not None:
-            self.straight_through.append(step)  # y_hard - y_soft.detach(): a detached value beside a step
+        used = [self.detached[id(t)][1] for t in inputs if id(t) in self.detached] if self.detached else []
+        if grad and used:
+            if step is not None:
+                self.straight_through.append(step)  # y_hard - y_soft.detach(): a detached value beside a step
+            elif name in _SUMS and any(_storage(t) in terms for t in inputs for terms in used):
+                self.straight_through.append("a detached difference added back")  # x + (f(x) - x).detach()
         tainted = any(t.is_floating_point() and _storage(t) in self.tainted for t in inputs)
         if not tainted and step is None:
             return
         if name == "detach" and grad and tainted:
             if step is not None:
                 self.straight_through.append(step)  # (x.round() - x).detach()
+            made = self.sums.get(_storage(inputs[0]))
+            terms = made[0] if made is not None and made[1]() is not None else frozenset()
             for t in tree_leaves(out):
                 if isinstance(t, torch.Tensor):
-                    self.detached[id(t)] = t
+                    self.detached[id(t)] = (t, terms)
             return
         for t in tree_leaves(out):
             if not isinstance(t, torch.Tensor):
                 continue
+            if name in _SUMS:
+                self.sums[_storage(t)] = (frozenset(_storage(x) for x in inputs), weakref.ref(t))
             if step is not None:
                 self.stepped[_storage(t)] = (step, weakref.ref(t))
             elif name in _STEPS or not (t.is_floating_point() or t.is_complex()):
