@@ -3,9 +3,11 @@ judged side by side by layercheck's default suite and by ``torch.autograd.gradch
 
 The originals are every correct hand-written backward here: layers/prelu.py, layers/srelu.py
 (its backward is layers/srelu_function.py's), layers/srelu_function.py and each
-tests/zoo/good_*.py that defines a ``backward`` staticmethod. A mutant changes one expression
-of a ``backward`` (or ``vjp``) body; forward is never touched. It is written next to copies of
-the original's files and loaded with layercheck's loader, as a user's file is.
+tests/zoo/good_*.py that defines a ``backward`` staticmethod, but for one that says
+``MUTANTS = False`` (a surrogate gradient by design, which no mutant of can be judged against
+its forward). A mutant changes one expression of a ``backward`` (or ``vjp``) body; forward is
+never touched. It is written next to copies of the original's files and loaded with
+layercheck's loader, as a user's file is.
 
 A mutant is equivalent when, on random inputs (and random parameters) at several seeds and
 with only one tensor requiring grad, its gradients, the gradients of a second backward over
@@ -473,8 +475,8 @@ def originals() -> list[Original]:
     for path in sorted((ROOT / "tests" / "zoo").glob("good_*.py")):
         source = path.read_text()
         tree = ast.parse(source)
-        if backward_functions(tree):
-            values = _literals(tree, ("LAYOUTS", "ARGS", "KWARGS"))
+        values = _literals(tree, ("LAYOUTS", "ARGS", "KWARGS", "MUTANTS"))
+        if backward_functions(tree) and values.get("MUTANTS", True):
             found.append(Original(_shown(path), (path,), "LAYER", path, tuple(values["LAYOUTS"]),
                                   tuple(values.get("ARGS", ())), dict(values.get("KWARGS", {}))))
     return found

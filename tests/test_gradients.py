@@ -565,11 +565,79 @@ class GradientReversal(nn.Module):
         return _Reverse.apply(x)
 
 
-@pytest.mark.parametrize(("layer", "phrase"), [(BinaryActivation, "a straight-through backward"),
-                                               (GradientReversal, "gradient-reversal layer")])
+@pytest.mark.parametrize(("layer", "phrase"), [(GradientReversal, "gradient-reversal layer")])
 def test_a_backward_that_is_not_the_derivative_by_design_fails_saying_how_to_skip(layer: type, phrase: str) -> None:
     """Such a backward is not the forward's derivative, so the check fails; the message names
     the design that would explain it and how to leave the check out for that layer."""
     result = _gradient_results(layer, "4,6:BC")[("gradients", "float64")]
     assert result.status.value == "failed"
     assert phrase in result.message and "--skip gradients" in result.message, result.message
+
+
+class ScaledBinary(nn.Module):
+    """A binarised activation with a learned scale: sign(x) · alpha, the sign's gradient a surrogate."""
+
+    alpha_factor = 1.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.linspace(0.5, 1.5, 6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _ScaleBy.apply(_SignStraightThrough.apply(x), self.alpha, self.alpha_factor)
+
+
+class _ScaleBy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, y: torch.Tensor, alpha: torch.Tensor, factor: float) -> torch.Tensor:
+        ctx.save_for_backward(y, alpha)
+        ctx.factor = factor
+        return y * alpha
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+        y, alpha = ctx.saved_tensors
+        return grad * alpha, ctx.factor * (grad * y).sum(0), None
+
+
+class ScaledBinaryWrongScale(ScaledBinary):
+    alpha_factor = 2.0
+
+
+class _IgnoredInput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, unused: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return grad, grad  # the first should be grad * (1 - tanh(x)²); the second zero
+
+
+class IgnoresItsSecondInput(nn.Module):
+    def forward(self, x: torch.Tensor, unused: torch.Tensor) -> torch.Tensor:
+        return _IgnoredInput.apply(x, unused)
+
+
+def test_a_surrogate_gradient_through_a_piecewise_constant_forward_is_left_out() -> None:
+    """Note [surrogate gradients]: a sign written as a Function with a hard-tanh gradient has
+    nothing finite differences can judge; alone it is skipped, beside a parameter the
+    parameter is judged, and a wrong gradient of the parameter still fails."""
+    alone = _gradient_results(BinaryActivation, "4,6:BC")[("gradients", "float64")]
+    assert alone.status.value == "skipped" and "surrogate by design" in alone.message, alone.message
+    scaled = _gradient_results(ScaledBinary, "4,6:BC")[("gradients", "float64")]
+    assert scaled.status.value == "passed", scaled.message
+    assert "input 0 left out" in scaled.message and any("piecewise constant in input 0" in n for n in scaled.notes)
+    wrong = _gradient_results(ScaledBinaryWrongScale, "4,6:BC")[("gradients", "float64")]
+    assert wrong.status.value == "failed" and "parameter 'alpha'" in wrong.message, wrong.message
+    assert "Without it" in wrong.message
+
+
+def test_a_gradient_for_an_input_the_forward_ignores_is_no_surrogate() -> None:
+    """The outputs move with no step of an ignored input: its nonzero gradient stays a failure."""
+    report = run_target(Target(IgnoresItsSecondInput, [Layout.parse("4,6:BC"), Layout.parse("4,6:BC")]),
+                        [p for p in select() if p.info.id in ("signatures", "forward_runs", "backward_runs",
+                                                               "backward_size", "gradients")])
+    result = next(r for r in report.results if r.check == "gradients" and r.variant == "float64")
+    assert result.status.value == "failed" and "input 1" in result.message, result.message
+    assert "surrogates" not in result.details

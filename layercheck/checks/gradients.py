@@ -17,6 +17,7 @@ from torch import nn
 from layercheck.numerics.engine import BASE_STEP, FiniteDifferences, NotDifferentiable, Probe, TooNoisy, Unstable
 from layercheck.numerics.functions import Backprop, LayerFunction
 from layercheck.numerics.locate import Finding, diagnose
+from layercheck.numerics.patterns import PATTERN_DRAWS
 from layercheck.numerics.trace import Trace, Tracing, trace
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, Verdict, judge
 from layercheck.registry import GRADIENTS, check
@@ -298,6 +299,10 @@ class Reference:
     # with the values the layer detaches held at the point (the first verdict), or None
     straight_through: str | None = None
     _diagnosis: tuple[list[Finding], list[str], list[str]] | None = field(default=None, repr=False)
+
+    def reset_diagnosis(self) -> None:
+        """Forget the diagnosis: the verdict was taken again (over fewer tensors)."""
+        self._diagnosis = None
 
     def diagnosis(self) -> tuple[list[Finding], list[str], list[str]]:
         """(wrong tensors, tensors that agree, outputs whose gradient path is wrong)."""
@@ -890,7 +895,69 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         if why is not None:
             details[kind] = why
             raise _disagreement(ref, f"{why}: float64 analytic gradients", details)
+    surrogates = _surrogates(ref)
+    if surrogates:
+        return _judge_without_surrogates(ctx, ref, surrogates, details)
     raise _disagreement(ref, "float64 analytic gradients", details, eval_mode=_eval_mode_agrees(ctx))
+
+
+# Note [surrogate gradients]
+#     A hand-written backward may pass a gradient through a forward that is piecewise constant
+#     in a tensor on purpose — a binarised network's sign with a hard-tanh gradient, a rounding
+#     Function with an identity backward — so that training can move that tensor at all. Its
+#     derivative is zero wherever it exists, and finite differences cannot judge a gradient that
+#     is meant not to be it (a straight-through estimator written with .detach() is judged with
+#     its detached values held; one written as a Function has nothing to hold). Such a tensor
+#     is recognised by its outputs: they do not move at all along PATTERN_DRAWS random
+#     directions at the check's step, yet move along a step of SURROGATE_STEP of the tensor's
+#     scale (a tensor the forward does not read moves nothing, and its nonzero gradient stays a
+#     failure). Its gradient is left out with a note, and the others are judged without it.
+SURROGATE_STEP = 0.25
+
+
+def _surrogates(ref: Reference) -> list[int]:
+    """The slots of the wrong tensors whose gradient is a surrogate by design (Note [surrogate
+    gradients])."""
+    wrong, _, _ = ref.diagnosis()
+    names, grads, fd = ref.fd.fn.names, ref.run.grads, ref.fd
+    found = []
+    for finding in wrong:
+        slot = names.index(finding.name)
+        grad = grads[slot]
+        if grad is None or not bool(grad.abs().sum() > 0):
+            continue
+        with skip_if_not_differentiable():
+            near = [fd.compare(Probe(d, ref.verdict.step, slot), grads, ref.verdict.tolerance)
+                    for d in range(PATTERN_DRAWS)]
+            if any(c.numeric != 0 or any(c.one_sided) for c in near):
+                continue
+            far = fd.compare(Probe(0, SURROGATE_STEP, slot), grads, ref.verdict.tolerance)
+        if far.numeric != 0 or any(far.one_sided):
+            found.append(slot)
+    return found
+
+
+def _judge_without_surrogates(ctx: Context, ref: Reference, surrogates: list[int],
+                              details: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    names = ref.fd.fn.names
+    left = [names[slot] for slot in surrogates]
+    why = (f"the forward is piecewise constant in {_count_names(left)}: its outputs do not move at all at the "
+           "difference step, yet move over a quarter of the tensor's scale, so its derivative is zero wherever it "
+           "exists and the nonzero gradient backward gives is a surrogate by design (a straight-through estimator "
+           "written as an autograd.Function), which finite differences cannot judge")
+    details = {**details, "surrogates": left}
+    ref.fd.exclude(set(surrogates))
+    judged = [name for slot, name in enumerate(names) if slot not in ref.fd.excluded]
+    if not judged:
+        raise CheckSkipped(f"{why}; no other tensor takes a gradient")
+    with skip_if_not_differentiable():
+        ref.verdict = judge(ref.fd, ref.run.grads, ref.verdict.tolerance)
+    ref.reset_diagnosis()
+    if not ref.verdict.passed:
+        raise _disagreement(ref, f"{why}. Without it, float64 analytic gradients", details)
+    ctx.note(f"{why}: left out")
+    return f"{_count_names(judged)}: {_agreement(ref.verdict)}; {', '.join(left)} left out (see the note)", details
+
 
 
 def _judge_float32_reference(ctx: Context, ref: Reference, details: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -321,6 +321,14 @@ class FiniteDifferences(Generic[F_co]):
             self._base = torch.stack([chunk_sums(y, w) for y, w in zip(outputs, self.cotangents)])
         self._noise: dict[tuple[float, bool, bool], float] = {}
 
+    def exclude(self, slots: set[int]) -> None:
+        """Leave ``slots`` out of joint directions from now on; what was cached for joint
+        directions is forgotten (the base sums are kept)."""
+        self.excluded |= slots
+        self._terms.clear()
+        self._directions.clear()
+        self._noise.clear()
+
     # -- evaluating --------------------------------------------------------------------------
 
     def base(self) -> torch.Tensor:
