@@ -1,0 +1,243 @@
+"""layercheck's default suite on layers of libraries nobody on the team wrote, where installed.
+
+    python benchmarks/third_party.py [--seeds 3] [--only NAME]
+
+Each layer is built (with ``torch.manual_seed`` per seed, so its initial weights differ too)
+and checked at small layouts with the default suite, once per seed. The layers are meant to be
+correct, so a failed check is a false alarm, or a property the layer genuinely lacks: those
+are listed in FINDINGS with a written reason (several are bugs upstream, with the issue that
+reports them) and printed beside the failures they explain. Anything else is unexplained, and
+the script exits 1. Libraries that are not installed are named and left out; to install them
+beside a CPU torch without pulling another torch:
+
+    pip install --no-deps entmax sparsemax memory-efficient-attention-pytorch einops monai \
+        transformers huggingface_hub safetensors tokenizers regex tqdm x-transformers \
+        loguru rotary-embedding-torch local-attention hyper-connections vector-quantize-pytorch \
+        einx frozendict torch-einops-utils
+
+(timm needs torchvision and Pillow; its layers are checked where ``import timm`` works.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from layercheck import check_layer  # noqa: E402
+
+IMAGE, SEQUENCE, VECTOR = "2,8,6,6:BCSS", "2,5,8:BTC", "4,7:BC"
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    library: str  # the module that must import for the layer to be checked
+    make: Callable[[Any], nn.Module]  # given the imported module
+    layouts: tuple[str, ...]
+
+
+class _LearnedAlphaEntmax(nn.Module):
+    def __init__(self, entmax: Any) -> None:
+        super().__init__()
+        self.entmax = entmax
+        self.alpha = nn.Parameter(torch.tensor(1.3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.entmax.entmax_bisect(x, self.alpha, dim=-1)
+
+
+def _hf(module: str, build: Callable[[Any], nn.Module]) -> Callable[[Any], nn.Module]:
+    def make(transformers: Any) -> nn.Module:
+        return build(importlib.import_module(f"transformers.models.{module}"))
+    return make
+
+
+def _llama_config(transformers: Any) -> Any:
+    return transformers.LlamaConfig(hidden_size=8, intermediate_size=16, num_attention_heads=2,
+                                    num_key_value_heads=1, num_hidden_layers=1, vocab_size=10)
+
+
+LAYERS = [
+    Layer("entmax Sparsemax", "entmax", lambda m: m.Sparsemax(dim=-1), (VECTOR,)),
+    Layer("entmax Entmax15", "entmax", lambda m: m.Entmax15(dim=-1), (VECTOR,)),
+    Layer("entmax EntmaxBisect", "entmax", lambda m: m.EntmaxBisect(alpha=1.4, dim=-1), (VECTOR,)),
+    Layer("entmax entmax_bisect, learned alpha", "entmax", _LearnedAlphaEntmax, (VECTOR,)),
+    Layer("entmax SparsemaxLoss", "entmax", lambda m: m.SparsemaxLoss(reduction="sum"),
+          (VECTOR, "4:B dtype=int64 values=0:7")),
+    Layer("entmax Entmax15Loss", "entmax", lambda m: m.Entmax15Loss(reduction="elementwise_mean"),
+          (VECTOR, "4:B dtype=int64 values=0:7")),
+    Layer("sparsemax Sparsemax", "sparsemax", lambda m: m.Sparsemax(dim=-1), (VECTOR,)),
+    *[Layer(f"memory-efficient-attention {name}", "memory_efficient_attention_pytorch",
+            lambda m, make=make: make(m), (SEQUENCE,)) for name, make in (
+        ("FlashAttention", lambda m: m.FlashAttention(dim=8, heads=2, dim_head=4, q_bucket_size=3,
+                                                      k_bucket_size=4)),
+        ("FlashAttention causal", lambda m: m.FlashAttention(dim=8, heads=2, dim_head=4, causal=True,
+                                                             q_bucket_size=3, k_bucket_size=4)),
+        ("CosineSimFlashAttention", lambda m: importlib.import_module(
+            "memory_efficient_attention_pytorch.cosine_sim_flash_attention").FlashAttention(
+                dim=8, heads=2, dim_head=4, q_bucket_size=3, k_bucket_size=4)),
+        ("Attention, memory efficient", lambda m: m.Attention(dim=8, heads=2, dim_head=4, memory_efficient=True,
+                                                              q_bucket_size=3, k_bucket_size=4)))],
+    Layer("einops Rearrange", "einops.layers.torch", lambda m: m.Rearrange("b c h w -> b (h w) c"), (IMAGE,)),
+    Layer("einops Reduce", "einops.layers.torch", lambda m: m.Reduce("b c h w -> b c", "max"), (IMAGE,)),
+    Layer("einops EinMix", "einops.layers.torch",
+          lambda m: m.EinMix("b t c -> b t d", weight_shape="c d", bias_shape="d", c=8, d=5), (SEQUENCE,)),
+    *[Layer(f"monai {name}", "monai.networks.blocks", make, (layout,)) for name, make, layout in (
+        ("Swish", lambda m: m.activation.Swish(), IMAGE),
+        ("MemoryEfficientSwish", lambda m: m.activation.MemoryEfficientSwish(), IMAGE),
+        ("Mish", lambda m: m.activation.Mish(), IMAGE),
+        ("Convolution", lambda m: m.Convolution(2, 8, 4, kernel_size=3, norm="batch", act="prelu"), IMAGE),
+        ("ResidualUnit", lambda m: m.ResidualUnit(2, 8, 4, norm="instance"), IMAGE),
+        ("ChannelSELayer", lambda m: m.ChannelSELayer(2, 8), IMAGE),
+        ("SABlock", lambda m: m.SABlock(8, 2), SEQUENCE),
+        ("TransformerBlock", lambda m: m.TransformerBlock(8, 16, 2), SEQUENCE),
+        ("MLPBlock", lambda m: m.MLPBlock(8, 16), SEQUENCE),
+        ("UnetResBlock", lambda m: m.UnetResBlock(2, 8, 4, 3, 1, norm_name="instance"), IMAGE),
+        ("UnetBasicBlock", lambda m: m.UnetBasicBlock(2, 8, 4, 3, 1, norm_name="batch"), IMAGE),
+        ("SimpleASPP", lambda m: m.SimpleASPP(2, 8, 2), IMAGE),
+        ("ResidualSELayer", lambda m: m.ResidualSELayer(2, 8), IMAGE),
+        ("CrossAttentionBlock", lambda m: m.CrossAttentionBlock(8, 2), SEQUENCE),
+        ("UpSample", lambda m: m.UpSample(2, 8, 3, scale_factor=2, mode="deconv"), IMAGE),
+        ("SubpixelUpsample", lambda m: m.SubpixelUpsample(2, 8, 3, scale_factor=2), IMAGE))],
+    *[Layer(f"transformers {name}", "transformers", make, (SEQUENCE,)) for name, make in (
+        *[(activation, lambda m, a=activation: getattr(importlib.import_module("transformers.activations"), a)())
+          for activation in ("GELUActivation", "NewGELUActivation", "FastGELUActivation", "QuickGELUActivation",
+                             "AccurateGELUActivation", "MishActivation", "LaplaceActivation",
+                             "ReLUSquaredActivation")],
+        ("LlamaRMSNorm", _hf("llama.modeling_llama", lambda m: m.LlamaRMSNorm(8))),
+        ("LlamaMLP", lambda t: importlib.import_module("transformers.models.llama.modeling_llama").LlamaMLP(
+            _llama_config(t))),
+        ("GemmaRMSNorm", _hf("gemma.modeling_gemma", lambda m: m.GemmaRMSNorm(8))),
+        ("T5LayerNorm", _hf("t5.modeling_t5", lambda m: m.T5LayerNorm(8))),
+        ("BertIntermediate", lambda t: importlib.import_module("transformers.models.bert.modeling_bert")
+         .BertIntermediate(t.BertConfig(hidden_size=8, intermediate_size=16, num_attention_heads=2))),
+        ("pytorch_utils.Conv1D (GPT-2)",
+         lambda t: importlib.import_module("transformers.pytorch_utils").Conv1D(12, 8)))],
+    *[Layer(f"x-transformers {name}", "x_transformers", make, ("2,5,16:BTC",)) for name, make in (
+        ("Encoder", lambda m: m.Encoder(dim=16, depth=1, heads=2, attn_dim_head=8)),
+        ("Encoder, rotary, GLU", lambda m: m.Encoder(dim=16, depth=1, heads=2, attn_dim_head=8, rotary_pos_emb=True,
+                                                     ff_glu=True)),
+        ("Decoder", lambda m: m.Decoder(dim=16, depth=1, heads=2, attn_dim_head=8)))],
+    *[Layer(f"vector-quantize-pytorch {name}", "vector_quantize_pytorch", make, (SEQUENCE,)) for name, make in (
+        ("FSQ", lambda m: m.FSQ(levels=[8, 5, 5], dim=8)),
+        ("LFQ", lambda m: m.LFQ(dim=8, codebook_size=256, entropy_loss_weight=0.1)),
+        ("VectorQuantize", lambda m: m.VectorQuantize(dim=8, codebook_size=16)),
+        ("VectorQuantize, learnable codebook", lambda m: m.VectorQuantize(dim=8, codebook_size=16,
+                                                                          learnable_codebook=True, ema_update=False)),
+        ("SimVQ", lambda m: m.SimVQ(dim=8, codebook_size=16)),
+        ("ResidualFSQ", lambda m: m.ResidualFSQ(dim=8, levels=[8, 5, 5], num_quantizers=2)))],
+    *[Layer(f"timm {name}", "timm.layers", make, (layout,)) for name, make, layout in (
+        ("EvoNorm2dB0", lambda m: m.EvoNorm2dB0(8), IMAGE),
+        ("EvoNorm2dS0", lambda m: m.EvoNorm2dS0(8, group_size=4), IMAGE),
+        ("FilterResponseNormAct2d", lambda m: m.FilterResponseNormAct2d(8), IMAGE),
+        ("BatchNormAct2d", lambda m: m.BatchNormAct2d(8), IMAGE),
+        ("LayerNorm2d", lambda m: m.LayerNorm2d(8), IMAGE),
+        ("SqueezeExcite", lambda m: m.SqueezeExcite(8), IMAGE), ("EcaModule", lambda m: m.EcaModule(8), IMAGE),
+        ("SelectiveKernel", lambda m: m.SelectiveKernel(8, 8), IMAGE),
+        ("SplitAttn", lambda m: m.SplitAttn(8, 8), IMAGE),
+        ("StdConv2d", lambda m: m.StdConv2d(8, 8, 3, padding=1), IMAGE),
+        ("ScaledStdConv2d", lambda m: m.ScaledStdConv2d(8, 8, 3, padding=1), IMAGE),
+        ("Attention", lambda m: m.Attention(8, num_heads=2), SEQUENCE), ("SwiGLU", lambda m: m.SwiGLU(8, 16), SEQUENCE),
+        ("DropPath", lambda m: m.DropPath(0.2), IMAGE), ("DropBlock2d", lambda m: m.DropBlock2d(0.2, 3), IMAGE),
+        ("BlurPool2d", lambda m: m.BlurPool2d(8), IMAGE), ("HardMish", lambda m: m.HardMish(), IMAGE))],
+]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Why a layer fails a check while it is meant to be correct."""
+
+    reason: str
+
+
+FINDINGS: dict[tuple[str, str], Finding] = {
+    ("memory-efficient-attention FlashAttention", "dtype[float64]"): Finding(
+        "it allocates its running row maxima with torch.full(..., -torch.finfo(q.dtype).max) in the default dtype "
+        "(float32), which overflows for float64 q: the layer cannot run in float64 (its gradients are judged against "
+        "float32 differences instead)"),
+    ("memory-efficient-attention CosineSimFlashAttention", "gradients[float64]"): Finding(
+        "a bug upstream: with more than one key bucket (buckets of 4 keys here, for 5 keys) its hand-written "
+        "backward is wrong; torch.autograd.gradcheck agrees in float64 (with the default dtype set to float64, so "
+        "that its row sums are not kept in float32); with one bucket it agrees"),
+    ("monai TransformerBlock", "backward_runs"): Finding(
+        "a bug upstream (Project-MONAI/MONAI#8845): norm_cross_attn is built even without cross-attention and never "
+        "used, so its parameters get no gradient (DistributedDataParallel refuses that unless "
+        "find_unused_parameters=True)"),
+    ("transformers pytorch_utils.Conv1D (GPT-2)", "noncontiguous"): Finding(
+        "x.view(-1, x.size(-1)) raises for an input whose sequence dimension is innermost (a transposed Conv1d "
+        "output): .reshape() would take it"),
+    ("vector-quantize-pytorch VectorQuantize, learnable codebook", "needs_input_grad"): Finding(
+        "by design, but a trap: it applies the straight-through estimator only when the input requires grad, so "
+        "with the input frozen the codebook gets the output's gradient directly and with it not: freezing the "
+        "encoder changes the codebook's gradient"),
+}
+FINDINGS[("memory-efficient-attention FlashAttention causal", "dtype[float64]")] = FINDINGS[
+    ("memory-efficient-attention FlashAttention", "dtype[float64]")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3, help="initialisations and check seeds per layer (0..N-1)")
+    parser.add_argument("--only", help="the layers whose name contains this")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    warnings.simplefilter("ignore")
+    start = time.perf_counter()
+    missing: dict[str, str] = {}
+    counts = {"layers": 0, "runs": 0, "passed": 0, "explained": 0, "unexplained": 0}
+    for layer in LAYERS:
+        if args.only and args.only not in layer.name:
+            continue
+        if layer.library.split(".")[0] in missing:
+            continue
+        try:
+            library = importlib.import_module(layer.library)
+        except Exception as exc:  # not installed, or a dependency missing
+            missing[layer.library.split(".")[0]] = f"{type(exc).__name__}: {exc}"
+            continue
+        counts["layers"] += 1
+        for seed in range(args.seeds):
+            counts["runs"] += 1
+            torch.manual_seed(seed)
+            try:
+                report = check_layer(layer.make(library), *layer.layouts, seed=seed)
+            except Exception as exc:
+                print(f"{layer.name} (seed {seed}): setup raised {type(exc).__name__}: {exc}")
+                counts["unexplained"] += 1
+                continue
+            failed = [(f"{r.check}[{r.variant}]" if r.variant else r.check, r.message)
+                      for r in report.results if r.status.value in ("failed", "error")]
+            if not failed:
+                counts["passed"] += 1
+                continue
+            unexplained = [(check, message) for check, message in failed if (layer.name, check) not in FINDINGS]
+            counts["unexplained" if unexplained else "explained"] += 1
+            for check, message in failed:
+                known = FINDINGS.get((layer.name, check))
+                why = f"explained: {known.reason}" if known else f"UNEXPLAINED: {message[:300]}"
+                print(f"{layer.name} (seed {seed}) {check}: {why}")
+    print()
+    print(f"torch {torch.__version__}; {counts['layers']} layers x {args.seeds} seeds = {counts['runs']} runs: "
+          f"{counts['passed']} pass every default check, {counts['explained']} fail with a written reason, "
+          f"{counts['unexplained']} unexplained ({time.perf_counter() - start:.0f} s)")
+    for library, why in missing.items():
+        print(f"left out: {library} ({why.splitlines()[0][:120]})")
+    return 1 if counts["unexplained"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
