@@ -27,8 +27,9 @@ misses.
 
 ``--third-party`` mutates the hand-written backward passes of installed libraries nobody on the
 team wrote instead (THIRD_PARTY: entmax's sparsemax, entmax and bisection Functions,
-memory-efficient-attention-pytorch's flash attention, MONAI's and timm's memory-efficient
-activations), each through a small layer of ours that loads the mutated copy of the module.
+memory-efficient-attention-pytorch's flash attention, pytorch_wavelets' 1-D and 2-D analysis
+filter banks, MONAI's and timm's memory-efficient activations), each through a small layer of
+ours that loads the mutated copy of the module.
 """
 
 from __future__ import annotations
@@ -511,6 +512,21 @@ THIRD_PARTY = [
     ("memory-efficient-attention cosine flash", "memory_efficient_attention_pytorch.cosine_sim_flash_attention",
      "class LAYER(M.FlashAttention):\n    def __init__(self):\n        super().__init__(dim=6, scale=8, heads=2, "
      "dim_head=3, q_bucket_size=2, k_bucket_size=8)", ("2,5,6:BTC",)),
+    # zero padding: with "symmetric" or "reflect" the original's gradient is wrong (gradcheck agrees)
+    ("pytorch_wavelets AFB1D (zero padding)", "pytorch_wavelets.dwt.lowlevel",
+     "import pywt\n\n\nclass LAYER(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        wavelet = pywt.Wavelet('db2')\n        h0, h1 = M.prep_filt_afb1d(wavelet.dec_lo, wavelet.dec_hi)\n"
+     "        self.register_buffer('h0', h0)\n        self.register_buffer('h1', h1)\n\n"
+     "    def forward(self, x):\n        return M.AFB1D.apply(x, self.h0, self.h1, M.mode_to_int('zero'))",
+     ("2,3,12:BCT",)),
+    ("pytorch_wavelets AFB2D (zero padding)", "pytorch_wavelets.dwt.lowlevel",
+     "import pywt\n\n\nclass LAYER(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        wavelet = pywt.Wavelet('db2')\n"
+     "        filters = M.prep_filt_afb2d(wavelet.dec_lo, wavelet.dec_hi, wavelet.dec_lo, wavelet.dec_hi)\n"
+     "        for name, value in zip(('h0_col', 'h1_col', 'h0_row', 'h1_row'), filters):\n"
+     "            self.register_buffer(name, value)\n\n"
+     "    def forward(self, x):\n        return M.AFB2D.apply(x, self.h0_col, self.h1_col, self.h0_row, self.h1_row, "
+     "M.mode_to_int('zero'))", ("2,2,6,6:BCSS",)),
     ("monai MemoryEfficientSwish", "monai.networks.blocks.activation", "LAYER = M.MemoryEfficientSwish",
      ("2,3,4,4:BCSS",)),
     *[(f"timm {name}", "timm.layers.activations_me", f"LAYER = M.{name}", ("2,3,4,4:BCSS",))
@@ -547,7 +563,7 @@ def third_party(folder: Path) -> list[Original]:
         found.append(Original(name, (wrapper, mutated), "LAYER", mutated, layouts))
     if missing:
         print(f"not installed, left out: {', '.join(dict.fromkeys(missing))} (pip install --no-deps entmax "
-              "memory-efficient-attention-pytorch einops timm monai)", file=sys.stderr)
+              "memory-efficient-attention-pytorch einops timm monai pytorch_wavelets PyWavelets)", file=sys.stderr)
     return found
 
 

@@ -13,7 +13,7 @@ beside a CPU torch without pulling another torch:
     pip install --no-deps entmax sparsemax memory-efficient-attention-pytorch einops monai \
         transformers huggingface_hub safetensors tokenizers regex tqdm x-transformers \
         loguru rotary-embedding-torch local-attention hyper-connections vector-quantize-pytorch \
-        einx frozendict torch-einops-utils
+        einx frozendict torch-einops-utils pytorch_wavelets PyWavelets
 
 (timm needs torchvision and Pillow; its layers are checked where ``import timm`` works.)
 """
@@ -139,6 +139,12 @@ LAYERS = [
                                                                           learnable_codebook=True, ema_update=False)),
         ("SimVQ", lambda m: m.SimVQ(dim=8, codebook_size=16)),
         ("ResidualFSQ", lambda m: m.ResidualFSQ(dim=8, levels=[8, 5, 5], num_quantizers=2)))],
+    Layer("pytorch_wavelets DWTForward, zero padding", "pytorch_wavelets",
+          lambda m: m.DWTForward(J=1, wave="db2", mode="zero"), ("2,3,8,8:BCSS",)),
+    Layer("pytorch_wavelets DWT1DForward, zero padding", "pytorch_wavelets",
+          lambda m: m.DWT1DForward(J=2, wave="db3", mode="zero"), ("2,3,16:BCT",)),
+    Layer("pytorch_wavelets DWT1DForward, symmetric padding", "pytorch_wavelets",
+          lambda m: m.DWT1DForward(J=1, wave="db2", mode="symmetric"), ("2,3,16:BCT",)),
     *[Layer(f"timm {name}", "timm.layers", make, (layout,)) for name, make, layout in (
         ("EvoNorm2dB0", lambda m: m.EvoNorm2dB0(8), IMAGE),
         ("EvoNorm2dS0", lambda m: m.EvoNorm2dS0(8, group_size=4), IMAGE),
@@ -184,6 +190,9 @@ FINDINGS: dict[tuple[str, str], Finding] = {
         "with the input frozen the codebook gets the output's gradient directly and with it not: freezing the "
         "encoder changes the codebook's gradient"),
 }
+FINDINGS[("pytorch_wavelets DWT1DForward, symmetric padding", "gradients[float64]")] = Finding(
+    "AFB1D's hand-written backward disagrees with its forward for the symmetric and reflect padding modes (it "
+    "agrees for zero and periodization); torch.autograd.gradcheck fails it too")
 FINDINGS[("memory-efficient-attention FlashAttention causal", "dtype[float64]")] = FINDINGS[
     ("memory-efficient-attention FlashAttention", "dtype[float64]")]
 
