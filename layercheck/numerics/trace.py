@@ -67,7 +67,8 @@ class Trace:
 
     lowest: torch.dtype = torch.float64  # the lowest floating precision among those values
     stop_gradients: tuple[str, ...] = ()  # operations that used a value computed under torch.no_grad
-    # Note [straight-through estimators]: the steps whose values the layer detaches (round, argmin)
+    # Note [straight-through estimators]: what the layer's straight-through detaches were seen
+    # by — the steps whose values it detaches (round, argmin), or "a detached difference added back"
     straight_through: tuple[str, ...] = ()
 
 
