@@ -138,7 +138,11 @@ LAYERS = [
         ("VectorQuantize, learnable codebook", lambda m: m.VectorQuantize(dim=8, codebook_size=16,
                                                                           learnable_codebook=True, ema_update=False)),
         ("SimVQ", lambda m: m.SimVQ(dim=8, codebook_size=16)),
-        ("ResidualFSQ", lambda m: m.ResidualFSQ(dim=8, levels=[8, 5, 5], num_quantizers=2)))],
+        ("ResidualFSQ", lambda m: m.ResidualFSQ(dim=8, levels=[8, 5, 5], num_quantizers=2)),
+        ("ResidualLFQ", lambda m: m.ResidualLFQ(dim=8, num_quantizers=2, codebook_size=16)),
+        ("ResidualVQ", lambda m: m.ResidualVQ(dim=8, num_quantizers=2, codebook_size=16)))],
+    Layer("vector-quantize-pytorch LatentQuantize", "vector_quantize_pytorch",
+          lambda m: m.LatentQuantize(levels=[5, 5, 8], dim=8), ("2,8,6:BCT",)),
     Layer("pytorch_wavelets DWTForward, zero padding", "pytorch_wavelets",
           lambda m: m.DWTForward(J=1, wave="db2", mode="zero"), ("2,3,8,8:BCSS",)),
     Layer("pytorch_wavelets DWT1DForward, zero padding", "pytorch_wavelets",
@@ -193,6 +197,10 @@ FINDINGS: dict[tuple[str, str], Finding] = {
 FINDINGS[("pytorch_wavelets DWT1DForward, symmetric padding", "gradients[float64]")] = Finding(
     "AFB1D's hand-written backward disagrees with its forward for the symmetric and reflect padding modes (it "
     "agrees for zero and periodization); torch.autograd.gradcheck fails it too")
+FINDINGS[("vector-quantize-pytorch LatentQuantize", "backward_runs")] = Finding(
+    "a bug upstream: with optimize_values=True (the default) its values_per_latent parameters appear only inside "
+    "the straight-through .detach() and the losses' detached copies, so no gradient reaches them, and its in-place "
+    "update runs only when optimize_values is False")
 FINDINGS[("memory-efficient-attention FlashAttention causal", "dtype[float64]")] = FINDINGS[
     ("memory-efficient-attention FlashAttention", "dtype[float64]")]
 

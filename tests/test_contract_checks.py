@@ -307,6 +307,30 @@ def test_registered_tensors_leaves_empty_placeholders_out() -> None:
     assert r.status is Status.FAILED and r.details["attributes"] == ["scale"]
 
 
+class StagedLosses(nn.Module):
+    """A residual quantiser's per-stage losses: computed in training, zeros in eval."""
+
+    eval_value = 0.0
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.tanh(x)
+        if self.training:
+            return y, torch.stack([(y - x).pow(2).mean(), (y * x).mean()])
+        return y, torch.full((2,), self.eval_value)
+
+
+class StagedLossesNonzeroInEval(StagedLosses):
+    eval_value = 1.0
+
+
+def test_forward_predict_agree_accepts_training_only_losses_but_not_other_differences() -> None:
+    staged = result(run(StagedLosses, "4,3:BC", checks=("forward_predict_agree",)), "forward_predict_agree")
+    assert staged.status is Status.PASSED and "but for output 1" in staged.message, staged.message
+    other = result(run(StagedLossesNonzeroInEval, "4,3:BC", checks=("forward_predict_agree",)),
+                   "forward_predict_agree")
+    assert other.status is Status.FAILED, other.message
+
+
 class TransposesInPlace(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:

@@ -206,13 +206,13 @@ def forward_predict_agree(ctx: Context) -> str:
         return f"{len(predicted)} output(s) agree in size and dtype; values differ as expected: {reason}"
     readers = [type(sub).__name__ for sub in (subject.module.modules() if subject.module is not None else ())
                if not type(sub).__module__.startswith("torch.") and _reads_training(type(sub))]
-    if readers and all(predicted[i].dim() == 0 and predicted[i].is_floating_point() for i in differing) \
-            and len(differing) < len(predicted):
-        # Note [training-only losses]: a quantiser's commitment loss, a mixture of experts'
-        # balancing loss, computed when training and returned as zero (or not at all) otherwise
+    if readers and all(_auxiliary_loss(predicted[i]) for i in differing) and len(differing) < len(predicted):
+        # a quantiser's commitment loss, a mixture of experts' balancing loss: computed when
+        # training, returned as zero (or not computed) otherwise
         shown = ", ".join(f"output {i}" for i in differing)
-        return (f"{len(predicted)} output(s) agree in size and dtype, and in value but for {shown}: a scalar "
-                f"{readers[0]}.forward computes in training only (it reads self.training), an auxiliary loss")
+        return (f"{len(predicted)} output(s) agree in size and dtype, and in value but for {shown}: a scalar (or a "
+                f"few zeros in predict) {readers[0]}.forward computes in training only (it reads self.training), "
+                "an auxiliary loss")
     why = ("the layer shows no reason to depend on the mode" if not readers else
            f"{readers[0]}.forward reads self.training, but its training forward draws no random numbers and "
            "changes no state: a branch taken in one mode only changes the result (a mask or a term applied in "
@@ -223,6 +223,16 @@ def forward_predict_agree(ctx: Context) -> str:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+AUXILIARY_ELEMENTS = 64  # at most this many: one loss per quantiser of a residual stack, not a batch's outputs
+
+
+def _auxiliary_loss(predicted: torch.Tensor) -> bool:
+    """Whether a predict output that differs from forward's looks like an auxiliary loss: a
+    floating scalar, or a few floating zeros (one per quantiser of a residual stack)."""
+    if not predicted.is_floating_point():
+        return False
+    return predicted.dim() == 0 or (predicted.numel() <= AUXILIARY_ELEMENTS and not bool(predicted.any()))
 
 
 def _mode_dependence(ctx: Context, subject: Subject) -> str | None:
