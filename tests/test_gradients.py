@@ -574,6 +574,23 @@ def test_a_backward_that_is_not_the_derivative_by_design_fails_saying_how_to_ski
     assert phrase in result.message and "--skip gradients" in result.message, result.message
 
 
+class NormalisedUnderNoGrad(nn.Module):
+    """x / |x| with the norm computed under no_grad, in both modes: a stop-gradient that eval mode
+    does not explain (an ODE solver's step size is one by design; this one is a mistake)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            norm = x.norm(dim=1, keepdim=True)
+        return x / norm
+
+
+def test_a_no_grad_value_used_in_both_modes_fails_naming_the_held_part() -> None:
+    result = _gradient_results(NormalisedUnderNoGrad, "4,6:BC")[("gradients", "float64")]
+    assert result.status.value == "failed", result.message
+    assert "under torch.no_grad and uses it" in result.message and "--tolerance gradients.float64" in result.message
+    assert result.details["stop_gradients"]
+
+
 class ScaledBinary(nn.Module):
     """A binarised activation with a learned scale: sign(x) · alpha, the sign's gradient a surrogate."""
 

@@ -1158,6 +1158,14 @@ def _disagreement(ref: Reference, what: str, details: dict[str, Any], *, brief: 
         lines.append("In eval mode the gradients agree: the mismatch is in training mode only, where the layer treats "
                      "part of its computation as a constant (batch statistics, a value detached or computed under "
                      "no_grad) or its hand-written backward leaves out the training-mode terms")
+    elif ref.trace.stop_gradients:
+        used = ", ".join(ref.trace.stop_gradients[:3])
+        lines.append(f"The layer computes part of its forward under torch.no_grad and uses it ({used}), which "
+                     "autograd holds constant while finite differences see it move: if that is by design (an ODE "
+                     "solver's adaptive step size, a power iteration), the disagreement may be that, and its size "
+                     "says how much the held part matters (a looser --tolerance gradients.float64=... accepts it); by "
+                     "mistake, it is the bug")
+        details = {**details, "stop_gradients": list(ref.trace.stop_gradients)}
     details = {**details, "evaluations": ref.fd.evaluations, "eval_mode_agrees": eval_mode}
     return CheckFailed(". ".join(lines), **details, wrong=[f.to_dict() for f in wrong], agree=right,
                        wrong_outputs=outputs)
