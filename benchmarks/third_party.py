@@ -186,9 +186,6 @@ FINDINGS: dict[tuple[str, str], Finding] = {
         "a bug upstream (Project-MONAI/MONAI#8845): norm_cross_attn is built even without cross-attention and never "
         "used, so its parameters get no gradient (DistributedDataParallel refuses that unless "
         "find_unused_parameters=True)"),
-    ("transformers pytorch_utils.Conv1D (GPT-2)", "noncontiguous"): Finding(
-        "x.view(-1, x.size(-1)) raises for an input whose sequence dimension is innermost (a transposed Conv1d "
-        "output): .reshape() would take it"),
     ("vector-quantize-pytorch VectorQuantize, learnable codebook", "needs_input_grad"): Finding(
         "by design, but a trap: it applies the straight-through estimator only when the input requires grad, so "
         "with the input frozen the codebook gets the output's gradient directly and with it not: freezing the "

@@ -331,6 +331,27 @@ def test_forward_predict_agree_accepts_training_only_losses_but_not_other_differ
     assert other.status is Status.FAILED, other.message
 
 
+class ViewLinear(nn.Module):
+    """GPT-2's Conv1D: x.view(-1, x.size(-1)) @ W over the last dimension."""
+
+    def __init__(self, features: int = 8) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.linspace(-1.0, 1.0, features * 3).reshape(features, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.view(-1, x.size(-1)) @ self.weight).view(*x.shape[:-1], 3)
+
+
+def test_channels_last_means_the_c_dimension_innermost() -> None:
+    """A BTC sequence has its C innermost already: its "channels-last" would only be a transpose
+    (T innermost), which .view() cannot take, so the strided view is used for both calls. With
+    the features in a BCT layout's last dimension, channels-last storage does break .view()."""
+    sequence = result(run(ViewLinear, "2,5,8:BTC", checks=("noncontiguous",)), "noncontiguous")
+    assert sequence.status is Status.PASSED and sequence.details["forward_layout"] == "strided-view", sequence.message
+    channels_first = result(run(ViewLinear, "2,3,8:BCT", checks=("noncontiguous",)), "noncontiguous")
+    assert channels_first.status is Status.FAILED and "channels-last" in channels_first.message
+
+
 class TransposesInPlace(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:

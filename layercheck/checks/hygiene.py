@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from layercheck.checks.gradients import float32_run
+from layercheck.layout import Layout
 from layercheck.sdk import (
     EXACT,
     FORWARD,
@@ -159,18 +160,23 @@ def _strided(x: torch.Tensor) -> torch.Tensor:
     return view
 
 
-def _channels_last(x: torch.Tensor) -> torch.Tensor:
-    """The same values stored with dimension 1 innermost (PyTorch's channels-last for 4-D
-    and 5-D tensors; transposed storage for 2-D ones): dense, not contiguous."""
+def _channels_last(x: torch.Tensor, layout: Layout | None = None) -> torch.Tensor:
+    """The same values stored with the layout's C dimension innermost (PyTorch's channels-last
+    for 4-D and 5-D inputs), or dimension 1 where the layout has no C (a transposed tensor's
+    storage): dense, not contiguous. An input whose C is innermost already (a BTC sequence)
+    stays contiguous: storing its T innermost instead would be no channels-last layout, only
+    a transpose a sequence layer is rarely handed."""
     if x.dim() < 2:
         return x
-    order = [0, *range(2, x.dim()), 1]
+    channel = layout.dim("C") if layout is not None and len(layout.size) == x.dim() else None
+    moved = 1 if channel is None else channel
+    order = [d for d in range(x.dim()) if d != moved] + [moved]
     inverse = [order.index(d) for d in range(x.dim())]
     return x.permute(order).contiguous().permute(inverse)
 
 
-_LAYOUTS: tuple[tuple[str, Callable[[torch.Tensor], torch.Tensor]], ...] = (
-    ("strided-view", _strided),
+_LAYOUTS: tuple[tuple[str, Callable[[torch.Tensor, Layout | None], torch.Tensor]], ...] = (
+    ("strided-view", lambda x, layout: _strided(x)),
     ("channels-last", _channels_last),
 )
 
@@ -186,8 +192,8 @@ _LAYOUTS: tuple[tuple[str, Callable[[torch.Tensor], torch.Tensor]], ...] = (
 def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Feeds the generated inputs stored two other ways and compares with contiguous
     inputs: predict outputs for a strided view (a slice of a wider tensor), forward
-    outputs, gradients and state for channels-last (dimension 1 innermost; the strided view
-    again where no input has two dimensions).
+    outputs, gradients and state for channels-last (the layout's C dimension innermost, or
+    dimension 1 without a C; the strided view again where no input can be stored so).
 
     Slices, transposes and ``channels_last`` models hand layers non-contiguous tensors;
     a layer that calls ``.view()`` where ``.reshape()`` is needed raises on them, and one
@@ -196,7 +202,8 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     instead of ``.view()``, or ``.contiguous()`` before raw-storage code.
     """
     shapes = [torch.empty(layout.size, device="meta") for layout in ctx.layouts]
-    usable = [(label, make) for label, make in _LAYOUTS if any(not make(x).is_contiguous() for x in shapes)]
+    usable = [(label, make) for label, make in _LAYOUTS
+              if any(not make(x, layout).is_contiguous() for x, layout in zip(shapes, ctx.layouts))]
     if not usable:
         raise CheckSkipped("no input can be stored non-contiguously "
                            "(every input has at most one element per dimension)")
@@ -206,7 +213,7 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     reference_p = reference_predict(ctx)
     subject = ctx.fresh()
     with _failing_with(predict_label):
-        predicted = predict_run(subject, [predict_make(x) for x in subject.inputs()])
+        predicted = predict_run(subject, [predict_make(x, _layout_of(ctx, i)) for i, x in enumerate(subject.inputs())])
     predict_compared = assert_same_unless_random(
         reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx),
         allowance=path_allowance(ctx, PREDICT),
@@ -214,7 +221,8 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     label, make = usable[-1]
     reference_f = reference_forward(ctx)
     subject = ctx.fresh()
-    inputs = [make(x).detach().requires_grad_(spec.takes_grad) for spec, x in zip(ctx.target.specs, subject.inputs())]
+    inputs = [make(x, spec.layout).detach().requires_grad_(spec.takes_grad)
+              for spec, x in zip(ctx.target.specs, subject.inputs())]
     with _failing_with(label):
         forwarded = forward_run(ctx, subject, inputs)
     names, expected, actual = comparable(reference_f, forwarded)
@@ -225,6 +233,10 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     note = f" (values of {' and '.join(random)} differ: the layer draws random numbers)" if random else ""
     return (f"predict with {predict_label} inputs, forward and backward with {label} inputs agree with "
             f"contiguous ones{note}", {"predict_layout": predict_label, "forward_layout": label})
+
+
+def _layout_of(ctx: Context, index: int) -> Layout | None:
+    return ctx.layouts[index] if index < len(ctx.layouts) else None
 
 
 def _failing_with(label: str) -> AbstractContextManager[None]:
