@@ -28,8 +28,8 @@ misses.
 ``--third-party`` mutates the hand-written backward passes of installed libraries nobody on the
 team wrote instead (THIRD_PARTY: entmax's sparsemax, entmax and bisection Functions,
 memory-efficient-attention-pytorch's flash attention, pytorch_wavelets' 1-D and 2-D analysis
-filter banks, MONAI's and timm's memory-efficient activations), each through a small layer of
-ours that loads the mutated copy of the module.
+filter banks, mambapy's parallel scan, MONAI's and timm's memory-efficient activations), each
+through a small layer of ours that loads the mutated copy of the module.
 """
 
 from __future__ import annotations
@@ -244,10 +244,7 @@ class _Sites:
 
     def returned(self, value: ast.expr) -> Iterator[Site]:
         """A returned gradient negated, or halved."""
-        if _is_tuple(value):
-            elements = [e for node in ast.walk(value) if isinstance(node, ast.Tuple) for e in node.elts]
-        else:
-            elements = [value]
+        elements = _tuple_elements(value) if _is_tuple(value) else [value]
         for node in (n for element in elements for n in _gradient_values(element)):
             yield Site("sign", node, [self.replace(node, f"-{self.text.operand(node)}")])
             yield Site("scale", node, [self.replace(node, f"0.5 * {self.text.operand(node)}")])
@@ -415,6 +412,17 @@ def _is_tuple(node: ast.AST) -> bool:
     return isinstance(node, ast.Tuple)
 
 
+def _tuple_elements(node: ast.AST) -> list[ast.AST]:
+    """The elements of a returned tuple (see _is_tuple), not the tuples inside them: the slice of
+    ``grad[:, :n]`` is no gradient."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+        return _tuple_elements(node.left) + _tuple_elements(node.right)
+    if isinstance(node, ast.Tuple):
+        return [e for element in node.elts for e in (_tuple_elements(element) if isinstance(element, ast.Tuple)
+                                                     else [element])]
+    return []
+
+
 def _is_int(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int
 
@@ -527,6 +535,10 @@ THIRD_PARTY = [
      "            self.register_buffer(name, value)\n\n"
      "    def forward(self, x):\n        return M.AFB2D.apply(x, self.h0_col, self.h1_col, self.h0_row, self.h1_row, "
      "M.mode_to_int('zero'))", ("2,2,6,6:BCSS",)),
+    # a sequence length that is not a power of two: the padded path
+    ("mambapy PScan (parallel scan)", "mambapy.pscan",
+     "class LAYER(nn.Module):\n    def forward(self, a, x):\n        return M.PScan.apply(a, x)",
+     ("2,5,3,2:BTCU values=0:1", "2,5,3,2:BTCU")),
     ("monai MemoryEfficientSwish", "monai.networks.blocks.activation", "LAYER = M.MemoryEfficientSwish",
      ("2,3,4,4:BCSS",)),
     *[(f"timm {name}", "timm.layers.activations_me", f"LAYER = M.{name}", ("2,3,4,4:BCSS",))
@@ -563,7 +575,8 @@ def third_party(folder: Path) -> list[Original]:
         found.append(Original(name, (wrapper, mutated), "LAYER", mutated, layouts))
     if missing:
         print(f"not installed, left out: {', '.join(dict.fromkeys(missing))} (pip install --no-deps entmax "
-              "memory-efficient-attention-pytorch einops timm monai pytorch_wavelets PyWavelets)", file=sys.stderr)
+              "memory-efficient-attention-pytorch einops timm monai pytorch_wavelets PyWavelets mambapy)",
+              file=sys.stderr)
     return found
 
 

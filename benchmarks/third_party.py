@@ -13,7 +13,7 @@ beside a CPU torch without pulling another torch:
     pip install --no-deps entmax sparsemax memory-efficient-attention-pytorch einops monai \
         transformers huggingface_hub safetensors tokenizers regex tqdm x-transformers \
         loguru rotary-embedding-torch local-attention hyper-connections vector-quantize-pytorch \
-        einx frozendict torch-einops-utils pytorch_wavelets PyWavelets
+        einx frozendict torch-einops-utils pytorch_wavelets PyWavelets mambapy
 
 (timm needs torchvision and Pillow; its layers are checked where ``import timm`` works.)
 """
@@ -149,6 +149,9 @@ LAYERS = [
           lambda m: m.DWT1DForward(J=2, wave="db3", mode="zero"), ("2,3,16:BCT",)),
     Layer("pytorch_wavelets DWT1DForward, symmetric padding", "pytorch_wavelets",
           lambda m: m.DWT1DForward(J=1, wave="db2", mode="symmetric"), ("2,3,16:BCT",)),
+    *[Layer(f"mambapy MambaBlock{suffix}", "mambapy.mamba",
+            lambda m, scan=scan: m.MambaBlock(m.MambaConfig(d_model=8, n_layers=1, d_state=4, pscan=scan)),
+            (SEQUENCE,)) for suffix, scan in ((", parallel scan", True), (", sequential", False))],
     *[Layer(f"timm {name}", "timm.layers", make, (layout,)) for name, make, layout in (
         ("EvoNorm2dB0", lambda m: m.EvoNorm2dB0(8), IMAGE),
         ("EvoNorm2dS0", lambda m: m.EvoNorm2dS0(8, group_size=4), IMAGE),

@@ -97,3 +97,28 @@ def test_third_party_sources_are_found_without_importing_their_package() -> None
     assert found is not None and found.name == "text.py" and found.is_file()
     assert bench._source_of("email.no_such_module") is None
     assert bench._source_of("no_such_package_here.module") is None
+
+
+SLICED_SOURCE = '''import torch
+
+
+class Cropped(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x[:, :2] * 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        full = torch.zeros(grad.shape[0], 4)
+        full[:, :2] = 3 * grad
+        return full.transpose(0, 1)[:, :2].t()
+'''
+
+
+def test_a_returned_slice_is_mutated_as_one_gradient_not_as_its_index(tmp_path: Path) -> None:
+    """mambapy's scan returns ``Q.transpose(2, 1)[:, :L]``: the slice's tuple is no gradient."""
+    bench = load_benchmark()
+    mutants = bench.mutants_of(SLICED_SOURCE, tmp_path / "cropped.py")
+    returned = [m for m in mutants if m.before.startswith("full.transpose")]
+    assert {m.operator for m in returned} >= {"sign", "scale"}
+    assert all("-(:" not in m.source and "0.5 * :" not in m.source for m in mutants)
