@@ -3,7 +3,7 @@ judged side by side by layercheck's default suite and by ``torch.autograd.gradch
 
 The originals are every correct hand-written backward here: layers/prelu.py, layers/srelu.py
 (its backward is layers/srelu_function.py's), layers/srelu_function.py and each
-tests/zoo/good_*.py that defines a ``backward`` staticmethod, but for one that says
+tests/zoo/good_*.py that defines a ``backward`` static- or classmethod, but for one that says
 ``MUTANTS = False`` (a surrogate gradient by design, which no mutant of can be judged against
 its forward). A mutant changes one expression of a ``backward`` (or ``vjp``) body; forward is
 never touched. It is written next to copies of the original's files and loaded with
@@ -842,10 +842,9 @@ class Bench:
         target = self.target(self.cls)
         # in float64, or in float32 for a layer that cannot run in float64 (a buffer filled
         # with float64's largest value in the default dtype)
-        self.dtype = torch.float64
-        if "forward" in observe(target, cases_for(target, seed)[0]):
-            self.dtype = torch.float32
-        self.cases = cases_for(target, seed, self.dtype)
+        self.dtype, self.cases = torch.float64, cases_for(target, seed)
+        if "forward" in observe(target, self.cases[0]):
+            self.dtype, self.cases = torch.float32, cases_for(target, seed, torch.float32)
         self.reference = [observe(target, case, self.dtype) for case in self.cases]
         self.statuses, self.run_error = self.layercheck(self.cls)
         self.fast = gradcheck_verdict(target, fast=True, seed=seed)

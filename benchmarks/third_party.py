@@ -169,40 +169,34 @@ LAYERS = [
 ]
 
 
-@dataclass(frozen=True)
-class Finding:
-    """Why a layer fails a check while it is meant to be correct."""
+_FLOAT32_ONLY = ("it allocates its running row maxima with torch.full(..., -torch.finfo(q.dtype).max) in the default "
+                 "dtype (float32), which overflows for float64 q: the layer cannot run in float64 (its gradients are "
+                 "judged against float32 differences instead)")
 
-    reason: str
-
-
-FINDINGS: dict[tuple[str, str], Finding] = {
-    ("memory-efficient-attention FlashAttention", "dtype[float64]"): Finding(
-        "it allocates its running row maxima with torch.full(..., -torch.finfo(q.dtype).max) in the default dtype "
-        "(float32), which overflows for float64 q: the layer cannot run in float64 (its gradients are judged against "
-        "float32 differences instead)"),
-    ("memory-efficient-attention CosineSimFlashAttention", "gradients[float64]"): Finding(
+# Why a layer meant to be correct fails a check: (layer name, check) -> the reason
+FINDINGS: dict[tuple[str, str], str] = {
+    ("memory-efficient-attention FlashAttention", "dtype[float64]"): _FLOAT32_ONLY,
+    ("memory-efficient-attention FlashAttention causal", "dtype[float64]"): _FLOAT32_ONLY,
+    ("memory-efficient-attention CosineSimFlashAttention", "gradients[float64]"): (
         "a bug upstream: with more than one key bucket (buckets of 4 keys here, for 5 keys) its hand-written "
         "backward is wrong; torch.autograd.gradcheck agrees in float64 (with the default dtype set to float64, so "
         "that its row sums are not kept in float32); with one bucket it agrees"),
-    ("monai TransformerBlock", "backward_runs"): Finding(
+    ("monai TransformerBlock", "backward_runs"): (
         "a bug upstream (Project-MONAI/MONAI#8845): norm_cross_attn is built even without cross-attention and never "
         "used, so its parameters get no gradient (DistributedDataParallel refuses that unless "
         "find_unused_parameters=True)"),
-    ("vector-quantize-pytorch VectorQuantize, learnable codebook", "needs_input_grad"): Finding(
+    ("vector-quantize-pytorch VectorQuantize, learnable codebook", "needs_input_grad"): (
         "by design, but a trap: it applies the straight-through estimator only when the input requires grad, so "
         "with the input frozen the codebook gets the output's gradient directly and with it not: freezing the "
         "encoder changes the codebook's gradient"),
+    ("vector-quantize-pytorch LatentQuantize", "backward_runs"): (
+        "a bug upstream: with optimize_values=True (the default) its values_per_latent parameters appear only "
+        "inside the straight-through .detach() and the losses' detached copies, so no gradient reaches them, and "
+        "its in-place update runs only when optimize_values is False"),
+    ("pytorch_wavelets DWT1DForward, symmetric padding", "gradients[float64]"): (
+        "AFB1D's hand-written backward disagrees with its forward for the symmetric and reflect padding modes (it "
+        "agrees for zero and periodization); torch.autograd.gradcheck fails it too"),
 }
-FINDINGS[("pytorch_wavelets DWT1DForward, symmetric padding", "gradients[float64]")] = Finding(
-    "AFB1D's hand-written backward disagrees with its forward for the symmetric and reflect padding modes (it "
-    "agrees for zero and periodization); torch.autograd.gradcheck fails it too")
-FINDINGS[("vector-quantize-pytorch LatentQuantize", "backward_runs")] = Finding(
-    "a bug upstream: with optimize_values=True (the default) its values_per_latent parameters appear only inside "
-    "the straight-through .detach() and the losses' detached copies, so no gradient reaches them, and its in-place "
-    "update runs only when optimize_values is False")
-FINDINGS[("memory-efficient-attention FlashAttention causal", "dtype[float64]")] = FINDINGS[
-    ("memory-efficient-attention FlashAttention", "dtype[float64]")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             counts["unexplained" if unexplained else "explained"] += 1
             for check, message in failed:
                 known = FINDINGS.get((layer.name, check))
-                why = f"explained: {known.reason}" if known else f"UNEXPLAINED: {message[:300]}"
+                why = f"explained: {known}" if known else f"UNEXPLAINED: {message[:300]}"
                 print(f"{layer.name} (seed {seed}) {check}: {why}")
     print()
     print(f"torch {torch.__version__}; {counts['layers']} layers x {args.seeds} seeds = {counts['runs']} runs: "

@@ -213,7 +213,8 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     reference_p = reference_predict(ctx)
     subject = ctx.fresh()
     with _failing_with(predict_label):
-        predicted = predict_run(subject, [predict_make(x, _layout_of(ctx, i)) for i, x in enumerate(subject.inputs())])
+        predicted = predict_run(subject, [predict_make(x, spec.layout)
+                                          for spec, x in zip(ctx.target.specs, subject.inputs())])
     predict_compared = assert_same_unless_random(
         reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx),
         allowance=path_allowance(ctx, PREDICT),
@@ -233,10 +234,6 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     note = f" (values of {' and '.join(random)} differ: the layer draws random numbers)" if random else ""
     return (f"predict with {predict_label} inputs, forward and backward with {label} inputs agree with "
             f"contiguous ones{note}", {"predict_layout": predict_label, "forward_layout": label})
-
-
-def _layout_of(ctx: Context, index: int) -> Layout | None:
-    return ctx.layouts[index] if index < len(ctx.layouts) else None
 
 
 def _failing_with(label: str) -> AbstractContextManager[None]:

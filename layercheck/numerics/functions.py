@@ -51,14 +51,14 @@ class _Widening(TorchDispatchMode):
 class _Holding(TorchDispatchMode):
     """Note [straight-through estimators] in trace.py: records, in order, the values the layer
     detaches with gradients on (``held`` None), or hands the recorded ones back in their place
-    (``held`` given); ``matched`` turns False when a call detaches other values than were
-    recorded (another number, size or dtype), and the values are then the layer's own."""
+    (``held`` given); :meth:`matched` is False when the call detached other values than were
+    recorded (another number, size or dtype), and the values were then the layer's own."""
 
     def __init__(self, held: list[torch.Tensor] | None) -> None:
         super().__init__()
         self.recorded: list[torch.Tensor] = []
         self.held = held
-        self.matched = True
+        self.mismatch = False
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
@@ -71,9 +71,13 @@ class _Holding(TorchDispatchMode):
         k = len(self.recorded)
         self.recorded.append(out)
         if k >= len(self.held) or self.held[k].shape != out.shape or self.held[k].dtype != out.dtype:
-            self.matched = False
+            self.mismatch = True
             return out
         return self.held[k].clone()  # a layer may write into what it detached
+
+    def matched(self) -> bool:
+        """Whether the call detached, one for one, the values held."""
+        return not self.mismatch and len(self.recorded) == len(self.held or ())
 
 
 @contextmanager
@@ -166,7 +170,7 @@ class LayerFunction:
             holding = _Holding(self.held) if self.held is not None else nullcontext()
             with around(slots) if around is not None else nullcontext(), self._widening(), holding:
                 raw = self.subject.call(self.mode, inputs)
-            if isinstance(holding, _Holding) and (not holding.matched or len(holding.recorded) != len(self.held or ())):
+            if isinstance(holding, _Holding) and not holding.matched():
                 self.held_matched = False
             tensors = Outputs.of(raw).tensors
             self.positions = [i for i, t in enumerate(tensors) if t.is_floating_point()]
