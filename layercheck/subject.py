@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map
 
 from layercheck.errors import LayerRaised, LoadError
 from layercheck.frames import user_trace
@@ -526,6 +527,15 @@ class _Kept:
         if callable(value) or isinstance(value, nn.Module):
             return cls(value, False)
         try:
+            return cls(copy.deepcopy(value, dict(shared.memo)), True, shared)
+        except Exception:
+            pass
+        try:
+            # a container of tensors a call computed (spikingjelly's memories dict holds the
+            # membrane potential with its graph, which deepcopy refuses): their values, as for
+            # a tensor attribute
+            value = tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) and t.grad_fn is not None
+                             and _storage(t) not in shared.storages else t, value)
             return cls(copy.deepcopy(value, dict(shared.memo)), True, shared)
         except Exception:  # an object that cannot be copied: assume the layer does not change it
             return cls(value, False)

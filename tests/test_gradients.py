@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -621,6 +622,29 @@ class ScaledBinaryWrongScale(ScaledBinary):
     alpha_factor = 2.0
 
 
+class _NumpySign(torch.autograd.Function):
+    """A sign computed outside torch (NumPy): the trace cannot see that its forward is a step."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return torch.from_numpy(np.sign(x.detach().cpu().numpy())).to(x.device)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return grad * (x.abs() <= 1).to(grad.dtype)
+
+
+class NumpyScaledBinary(ScaledBinary):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _ScaleBy.apply(_NumpySign.apply(x), self.alpha, self.alpha_factor)
+
+
+class NumpyScaledBinaryWrongScale(NumpyScaledBinary):
+    alpha_factor = 2.0
+
+
 class _IgnoredInput(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, unused: torch.Tensor) -> torch.Tensor:
@@ -641,13 +665,63 @@ def test_a_surrogate_gradient_through_a_piecewise_constant_forward_is_left_out()
     nothing finite differences can judge; alone it is skipped, beside a parameter the
     parameter is judged, and a wrong gradient of the parameter still fails."""
     alone = _gradient_results(BinaryActivation, "4,6:BC")[("gradients", "float64")]
-    assert alone.status.value == "skipped" and "surrogate by design" in alone.message, alone.message
+    assert alone.status.value == "skipped" and "surrogate gradient by design" in alone.message, alone.message
+    assert "only through _SignStraightThrough" in alone.message
     scaled = _gradient_results(ScaledBinary, "4,6:BC")[("gradients", "float64")]
     assert scaled.status.value == "passed", scaled.message
-    assert "input 0 left out" in scaled.message and any("piecewise constant in input 0" in n for n in scaled.notes)
+    assert "input 0 left out" in scaled.message
+    assert [n for n in scaled.notes if "_SignStraightThrough computes a step" in n], scaled.notes
+    assert not [n for n in scaled.notes if "no effect on the output" in n], scaled.notes
     wrong = _gradient_results(ScaledBinaryWrongScale, "4,6:BC")[("gradients", "float64")]
     assert wrong.status.value == "failed" and "parameter 'alpha'" in wrong.message, wrong.message
+    assert "taken as zero" in wrong.message and "agree: input 0" not in wrong.message, wrong.message
+
+
+def test_a_surrogate_the_trace_cannot_see_is_found_by_its_outputs() -> None:
+    """Note [surrogate gradients]: a sign computed in NumPy is no step the trace sees; its
+    outputs, which do not move at the difference step, show it, and the parameter beside it is
+    still judged, rightly and wrongly."""
+    scaled = _gradient_results(NumpyScaledBinary, "4,6:BC")[("gradients", "float64")]
+    assert scaled.status.value == "passed", scaled.message
+    assert "input 0 left out" in scaled.message and any("piecewise constant in input 0" in n for n in scaled.notes)
+    wrong = _gradient_results(NumpyScaledBinaryWrongScale, "4,6:BC")[("gradients", "float64")]
+    assert wrong.status.value == "failed" and "parameter 'alpha'" in wrong.message, wrong.message
     assert "Without it" in wrong.message
+
+
+class _FloatSpike(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, v: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(v)
+        return (v > 0).float()  # float32 whatever v is, as snntorch's spikes are
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (v,) = ctx.saved_tensors
+        return (grad / (1 + (torch.pi * v) ** 2)).to(v.dtype)
+
+
+class ThresholdReset(nn.Module):
+    """A membrane update that subtracts its float32 spike times a learned threshold, so part of
+    its float64 copy computes in float32 (a float32 island) beside a surrogate spike."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threshold = nn.Parameter(torch.tensor(0.4))  # 0-d: spike * threshold stays float32
+
+    def forward(self, v: torch.Tensor) -> torch.Tensor:
+        spike = _FloatSpike.apply(v - self.threshold)
+        return v - (spike.detach() * self.threshold).to(v.dtype) + spike.to(v.dtype)
+
+
+def test_a_float32_spike_beside_a_learned_threshold_is_widened_and_its_surrogate_cut() -> None:
+    """Note [widened islands] and Note [surrogate gradients]: the spike made with .float() is
+    kept in float64 when the reference is taken again, and the threshold's gradient is judged
+    with the surrogate's taken as zero."""
+    result = _gradient_results(ThresholdReset, "4,6:BC")[("gradients", "float64")]
+    assert result.status.value == "passed", result.message
+    assert any("_FloatSpike computes a step" in n for n in result.notes), result.notes
+    assert any("kept in float64" in n for n in result.notes), result.notes
 
 
 def test_a_gradient_for_an_input_the_forward_ignores_is_no_surrogate() -> None:

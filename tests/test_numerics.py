@@ -171,3 +171,58 @@ def test_regions() -> None:
     assert Region(0, element=7).mask(value)[1, 3]
     assert Region(0, element=7).describe(value.shape) == "element (1, 3)"
     assert slab.describe(value.shape) == "indices 1..2 of dimension 1"
+
+
+def test_storages_forget_a_storage_once_its_tensors_are_gone() -> None:
+    """A freed tensor's memory reused by another is not taken for it: the trace would see a
+    float32 island or a step where there is none."""
+    import gc
+
+    from layercheck.numerics.trace import _Storages
+
+    seen = _Storages()
+    t = torch.randn(64)
+    view = t[:8]
+    seen.set(t, "round")
+    seen.set(view, "round")
+    del t
+    gc.collect()
+    assert seen.get(view) == "round"  # a view keeps the storage, and what was known of it, alive
+    del view
+    gc.collect()
+    assert not seen
+
+
+class _Heaviside(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, v):  # type: ignore[no-untyped-def]
+        ctx.save_for_backward(v)
+        return (v > 0).to(v.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[no-untyped-def]
+        (v,) = ctx.saved_tensors
+        return grad / (1 + v.abs()) ** 2
+
+
+class _Neuron(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.threshold = nn.Parameter(torch.full((5,), 0.25))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        v = torch.sigmoid(x) * 2  # autograd detaches the sigmoid's output to save it: no detach of the layer's
+        spike = _Heaviside.apply(v - self.threshold)
+        return spike, v - spike.detach() * self.threshold
+
+
+def test_the_trace_finds_surrogate_functions_and_ignores_autograd_s_own_detaches() -> None:
+    """Note [surrogate gradients]: a Function whose output is piecewise constant yet requires
+    grad is recorded; a detached spike is no straight-through estimator (it is the same value
+    held or not), and the detach autograd makes of a saved output is none of the layer's."""
+    from layercheck.numerics.trace import trace
+
+    subject = Target(_Neuron, [Layout.parse("4,5:BC")]).build(dtype=torch.float64)
+    traced = trace(LayerFunction(subject, subject.inputs()))
+    assert traced.surrogates == (_Heaviside,)
+    assert traced.straight_through == () and traced.detached == 0 and traced.lowest == torch.float64

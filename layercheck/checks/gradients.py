@@ -298,6 +298,13 @@ class Reference:
     # Note [straight-through estimators] in numerics/trace.py: why the reference was taken again
     # with the values the layer detaches held at the point (the first verdict), or None
     straight_through: str | None = None
+    # Note [surrogate gradients]: why the reference was taken again with the gradient through the
+    # layer's surrogate Functions taken as zero, and the tensors whose gradient flows only there
+    surrogate: str | None = None
+    approximate: str | None = None  # Note [approximate detaches]: why the small disagreement was accepted
+    detach_hint: str | None = None  # Note [approximate detaches]: a large disagreement the detaches explain
+    surrogate_only: list[str] = field(default_factory=list)
+    layer_grads: list[torch.Tensor | None] | None = None  # then: the gradients with the surrogates, as trained
     _diagnosis: tuple[list[Finding], list[str], list[str]] | None = field(default=None, repr=False)
 
     def reset_diagnosis(self) -> None:
@@ -405,6 +412,83 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
         ref = _widened(ctx, fn, run, ref) or ref
     if not ref.verdict.passed and traced.straight_through and fn.held is None:
         ref = _straight_through(ctx, fn, ref) or ref
+    elif not ref.verdict.passed and traced.detached and fn.held is None:
+        ref = _approximate_detaches(ctx, fn, ref) or ref
+    if not ref.verdict.passed and traced.surrogates and not fn.cut:
+        ref = _surrogate_functions(ctx, fn, ref) or ref
+    return ref
+
+
+# Note [approximate detaches]
+#     A layer may detach a smooth value its output barely depends on: Performer's random-feature
+#     softmax kernel subtracts a detached maximum inside exp(), which the normalisation would
+#     cancel exactly but for the eps added beside it, so its gradient is the derivative with that
+#     maximum held constant, off the true one by about 1e-4. When the differences disagree and the
+#     layer detaches smooth values (and no step's), the reference is taken again with every value
+#     it detaches held at the point (as for a straight-through estimator): if that agrees, the
+#     backward is exactly right for what it means to differentiate, and the disagreement is the
+#     detach's alone. It is accepted, with a note naming its size, only when it is at most
+#     APPROXIMATE_DETACH relative (gradcheck's own rtol); a statistic detached by mistake (a
+#     normalisation's mean) moves the gradient by far more and stays a failure.
+APPROXIMATE_DETACH = 1e-3
+
+
+def _approximate_detaches(ctx: Context, fn: LayerFunction, first: Reference) -> Reference | None:
+    """The reference taken again with the smooth values the layer detaches held at the point
+    (Note [approximate detaches]), when it agrees and the first verdict's error is small; None
+    otherwise, and ``fn`` is as it was."""
+    error = first.verdict.worst.relative_error
+    ref = _held(ctx, fn, first)
+    if ref is None or not ref.verdict.passed:
+        fn.release()
+        return None
+    if error > APPROXIMATE_DETACH:
+        fn.release()
+        first.detach_hint = (
+            "With the smooth values the layer detaches held constant, the differences agree with its gradient: the "
+            f"detaches are the whole disagreement, and they move the derivative by a relative {error:.2g} — a "
+            "statistic (a mean, a norm) detached by mistake?")
+        return None
+    ref.approximate = (
+        "the layer detaches smooth values (a maximum subtracted for stability, a statistic), so its gradient is the "
+        "derivative with those values held constant: with them held at the point the differences agree, and the "
+        f"full derivative differs from the gradient by a relative {error:.2g} ({first.verdict.summary()}), at most "
+        f"{APPROXIMATE_DETACH:g}: an approximation the layer makes on purpose (an eps beside a stabiliser), or the "
+        "error of a detach it should not make")
+    return ref
+
+
+def _surrogate_functions(ctx: Context, fn: LayerFunction, first: Reference) -> Reference | None:
+    """The reference taken again with the gradient through the layer's surrogate Functions taken
+    as zero, the derivative of their piecewise-constant forward (Note [surrogate gradients]):
+    what the rest of the layer's backward is judged by, so its verdict, right or wrong, is the
+    one to give; None when it cannot be taken, and ``fn`` is as it was."""
+    fn.cut = first.trace.surrogates
+    ref = None
+    try:
+        try:
+            run = fn.gradient(list(first.run.cotangents))
+        finally:
+            fn.reset()
+        if run.outputs:
+            _skip_unless_finite(ctx, run, "float64")
+            ref = _judged(ctx, fn, run, precision=first.verdict.precision, float64_failure=first.float64_failure,
+                          traced=first.trace)
+    except (LayerRaised, CheckFailed, CheckSkipped):
+        pass  # nothing the first verdict does not already say: it stands
+    if ref is None:
+        fn.cut = ()
+        return None
+    ref.surrogate_only = [name for name, g, cut in zip(fn.names, first.run.grads, ref.run.grads)
+                          if _nonzero(g) and not _nonzero(cut)]
+    functions = ", ".join(f.__qualname__ for f in fn.cut)
+    ref.surrogate = (
+        f"the layer's autograd.Function {functions} computes a step in its forward (a value piecewise constant in the "
+        "inputs and parameters: a spike, a sign, a rounding) and passes a gradient in its backward: a surrogate "
+        "gradient by design (spiking neurons, binarised networks), which finite differences cannot judge, as the "
+        f"step's derivative is zero wherever it exists ({first.verdict.summary()})")
+    ref.straight_through = first.straight_through
+    ref.layer_grads = first.run.grads
     return ref
 
 
@@ -413,6 +497,27 @@ def _straight_through(ctx: Context, fn: LayerFunction, first: Reference) -> Refe
     [straight-through estimators] in numerics/trace.py): what autograd differentiates, so its
     verdict, right or wrong, is the one to give; None when it cannot be taken (the layer
     detaches other values at other points), and ``fn`` is as it was."""
+    ref = _held(ctx, fn, first)
+    if ref is None:
+        return None
+    seen = ", ".join(first.trace.straight_through[:3])
+    ref.straight_through = (
+        f"the layer detaches a value made by a step, or a difference it adds back ({seen}): a straight-through "
+        "estimator, whose forward takes one function's value and whose gradient another's by design, so finite "
+        f"differences of its forward disagree with autograd ({first.verdict.summary()}). With every value it "
+        "detaches held at the point, which is what autograd differentiates, " + ("they agree" if ref.verdict.passed
+                                                                                 else "they still disagree"))
+    return ref
+
+
+def _nonzero(grad: torch.Tensor | None) -> bool:
+    return grad is not None and bool(grad.abs().sum() > 0)
+
+
+def _held(ctx: Context, fn: LayerFunction, first: Reference) -> Reference | None:
+    """The reference taken again with the values the layer detaches held at the point, the
+    first run's analytic gradient judged by it; None when it cannot be taken (the layer raises,
+    or detaches other values at other points), and ``fn`` is as it was."""
     ref = None
     try:
         if fn.hold():
@@ -423,13 +528,6 @@ def _straight_through(ctx: Context, fn: LayerFunction, first: Reference) -> Refe
     if ref is None or not fn.held_matched:
         fn.release()
         return None
-    seen = ", ".join(first.trace.straight_through[:3])
-    ref.straight_through = (
-        f"the layer detaches a value made by a step, or a difference it adds back ({seen}): a straight-through "
-        "estimator, whose forward takes one function's value and whose gradient another's by design, so finite "
-        f"differences of its forward disagree with autograd ({first.verdict.summary()}). With every value it "
-        "detaches held at the point, which is what autograd differentiates, " + ("they agree" if ref.verdict.passed
-                                                                                 else "they still disagree"))
     return ref
 
 
@@ -455,6 +553,8 @@ def _widened(ctx: Context, fn: LayerFunction, first: Backprop, island: Reference
         pass  # nothing the first verdict does not already say: it stands
     if ref is None or (isinstance(island, Reference) and not ref.verdict.passed):
         fn.widen = False
+        fn.release()  # what the widened verdict's own retries set: the island's are taken afresh
+        fn.cut = ()
         return None
     kept = ("with the layer's casts to a lower precision and its allocations in the default dtype kept in float64 "
             "(the same operations and derivative formulas, without the rounding)")
@@ -882,15 +982,22 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         if ref.widened is not None:
             details["widened"] = ref.widened
             ctx.note(f"the layer computes in a lower precision inside even in float64 (a .float()): {ref.widened}")
-        if ref.straight_through is not None:
-            details["straight_through"] = ref.straight_through
-            ctx.note(ref.straight_through)
+        for kind, why in (("straight_through", ref.straight_through), ("approximate_detach", ref.approximate)):
+            if why is not None:
+                details[kind] = why
+                ctx.note(why)
         judged = [name for slot, name in enumerate(names) if slot not in ref.fd.excluded]
-        message = f"{_count_names(judged)}: {_agreement(verdict)}"
+        through = _note_surrogates(ctx, ref, judged, details) if ref.surrogate is not None else ""
+        message = f"{_count_names([n for n in judged if n not in ref.surrogate_only])}: {_agreement(verdict)}{through}"
         if ref.fd.excluded:
             message += (f"; {', '.join(details['left_out'])} receive(s) no gradient at all (backward_runs reports it) "
                         "and were left out")
         return message, details
+    if ref.surrogate is not None:
+        details["surrogate"] = ref.surrogate
+        functions = ", ".join(f.__qualname__ for f in ref.fd.fn.cut)
+        raise _disagreement(ref, f"{ref.surrogate}. With the gradient through {functions} taken as zero, float64 "
+                            "analytic gradients", details)
     for kind, why in (("straight_through", ref.straight_through), ("widened", ref.widened)):
         if why is not None:
             details[kind] = why
@@ -899,6 +1006,25 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
     if surrogates:
         return _judge_without_surrogates(ctx, ref, surrogates, details)
     raise _disagreement(ref, "float64 analytic gradients", details, eval_mode=_eval_mode_agrees(ctx))
+
+
+def _note_surrogates(ctx: Context, ref: Reference, judged: list[str], details: dict[str, Any]) -> str:
+    """The note on a reference taken with the surrogate Functions' gradient as zero, and what
+    the message says of the tensors whose gradient flows only through them; skipped when no
+    other tensor is left (Note [surrogate gradients])."""
+    assert ref.surrogate is not None
+    details["surrogate"] = ref.surrogate
+    details["surrogate_only"] = ref.surrogate_only
+    functions = ", ".join(f.__qualname__ for f in ref.fd.fn.cut)
+    if set(judged) <= set(ref.surrogate_only):
+        raise CheckSkipped(f"{ref.surrogate[0].lower()}{ref.surrogate[1:]}; every tensor takes its gradient only "
+                           f"through {functions}, so nothing else is left to judge")
+    ctx.note(f"{ref.surrogate}. With the gradient through {functions} taken as zero, the rest of the layer's "
+             "gradients agree")
+    if not ref.surrogate_only:
+        return ""
+    return (f"; {', '.join(ref.surrogate_only)} left out: its gradient flows only through the surrogate {functions} "
+            "(see the note)")
 
 
 # Note [surrogate gradients]
@@ -998,6 +1124,8 @@ def _dead_tensors(ctx: Context, ref: Reference) -> list[str]:
     notes = []
     for slot, (name, g) in enumerate(zip(ref.fd.fn.names, grads)):
         if g is None or total == 0 or ref.fd.spread(Probe(0, BASE_STEP, slot), grads) > DEAD_SHARE * total:
+            continue
+        if name in ref.surrogate_only:  # zero with its surrogate gradient taken as zero, by construction
             continue
         notes.append(f"{name} has no effect on the output (its gradient is zero to rounding: at most "
                      f"{largest(g):.1g} in float64) — {_dead_hint(ctx, name)}")
@@ -1125,7 +1253,7 @@ def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[t
     the tolerance); float16 and bfloat16 round the inputs enough to move elements across
     kinks, so their float64 counterpart is taken at the rounded point."""
     if dtype is torch.float32:
-        return float32_gradients(ctx).grads, ref.run.grads
+        return float32_gradients(ctx).grads, ref.run.grads if ref.layer_grads is None else ref.layer_grads
     subject = ctx.fresh(dtype)
     try:
         low = LayerFunction(subject, subject.inputs()).gradient(lambda outputs: cotangents(ctx, outputs))
@@ -1152,8 +1280,11 @@ def _disagreement(ref: Reference, what: str, details: dict[str, Any], *, brief: 
         lines = [overall, "no single tensor stands out: small errors spread over several"]
     if outputs:
         lines.append("through " + " | ".join(outputs))
+    right = [name for name in right if name not in ref.surrogate_only]  # zero by construction, not judged
     if right:
         lines.append(f"agree: {', '.join(right)}")
+    if ref.detach_hint is not None:
+        lines.append(ref.detach_hint)
     if eval_mode:
         lines.append("In eval mode the gradients agree: the mismatch is in training mode only, where the layer treats "
                      "part of its computation as a constant (batch statistics, a value detached or computed under "

@@ -75,8 +75,10 @@ def state_valid(ctx: Context) -> str:
         graphs = [name for name in run.attached if name not in run.leaves]
         if graphs:
             raise CheckFailed(
-                f"state {graphs[0]!r} after {mode} is attached to the autograd graph (requires grad): the graph "
-                "of every call stays alive; update state under torch.no_grad() or store .detach()",
+                f"state {graphs[0]!r} after {mode} is attached to the autograd graph (requires grad): the layer "
+                "keeps its last call's graph alive (every call's, where the next call builds on it: memory grows "
+                "and a second backward fails), and copy.deepcopy of the layer raises meanwhile; update state under "
+                "torch.no_grad() or store .detach()",
                 buffers=graphs, mode=mode,
             )
         for name, old in initial.items():

@@ -38,13 +38,17 @@ _LOWER_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 class _Widening(TorchDispatchMode):
     """Turns an operation's ``dtype=`` of a lower floating precision into float64 where it is
-    given float64 tensors (``x.float()``, ``x.to(torch.bfloat16)``, ``sum(dtype=...)``)."""
+    given float64 tensors (``x.float()``, ``x.to(torch.bfloat16)``, ``sum(dtype=...)``), or
+    tensors of no floating dtype (``(x > 0).float()``: a spike that multiplies a float64
+    threshold in float32)."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if kwargs.get("dtype") in _LOWER_FLOATS and any(
-                isinstance(t, torch.Tensor) and t.dtype == torch.float64 for t in tree_leaves(args)):
-            kwargs = {**kwargs, "dtype": torch.float64}
+        if kwargs.get("dtype") in _LOWER_FLOATS:
+            tensors = [t for t in tree_leaves(args) if isinstance(t, torch.Tensor)]
+            if any(t.dtype == torch.float64 for t in tensors) or (
+                    tensors and not any(t.is_floating_point() or t.is_complex() for t in tensors)):
+                kwargs = {**kwargs, "dtype": torch.float64}
         return func(*args, **kwargs)
 
 
@@ -123,6 +127,9 @@ class LayerFunction:
         # point, handed back in their place at every point it is called at; None: its own
         self.held: list[torch.Tensor] | None = None
         self.held_matched = True  # False once a call detached other values than those held
+        # Note [surrogate gradients] in checks/gradients.py: the Functions whose gradient the
+        # analytic gradients take as zero, the derivative of their piecewise-constant forward
+        self.cut: tuple[type, ...] = ()
 
     def __len__(self) -> int:
         return len(self.point)
@@ -221,6 +228,8 @@ class LayerFunction:
         "forward" or "backward")."""
         requires = [True] * len(self) if requires is None else list(requires)
         outputs, leaves = self.call(requires=requires, around=around)
+        if self.cut:
+            _cut(outputs, self.cut)
         given = list(cotangents(outputs) if callable(cotangents) else cotangents)
         if len(given) != len(outputs):
             raise ValueError(f"{len(given)} cotangents for {len(outputs)} floating outputs")
@@ -346,6 +355,17 @@ class GradientFunction:
 
     def _split(self, flat: torch.Tensor) -> list[torch.Tensor]:
         return list(flat.split([v.numel() for v in self.fn.point]))
+
+
+def _cut(outputs: Sequence[torch.Tensor], functions: tuple[type, ...]) -> None:
+    """Make the backward of every node of ``functions`` in the outputs' graph pass zeros on."""
+    for node in backward_nodes(outputs):
+        if getattr(node, "_forward_cls", None) in functions:
+            node.register_hook(_zeros)
+
+
+def _zeros(grad_inputs: tuple[torch.Tensor | None, ...], grad_outputs: Any) -> tuple[torch.Tensor | None, ...]:
+    return tuple(None if g is None else torch.zeros_like(g) for g in grad_inputs)
 
 
 def _addable(moved: Moved) -> bool:

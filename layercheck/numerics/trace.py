@@ -70,6 +70,11 @@ class Trace:
     # Note [straight-through estimators]: what the layer's straight-through detaches were seen
     # by — the steps whose values it detaches (round, argmin), or "a detached difference added back"
     straight_through: tuple[str, ...] = ()
+    # Note [surrogate gradients] in checks/gradients.py: the autograd.Functions whose outputs are
+    # piecewise constant in the inputs and parameters yet require grad
+    surrogates: tuple[type, ...] = ()
+    # Note [approximate detaches] in checks/gradients.py: how many smooth values the layer detaches
+    detached: int = 0
 
 
 def trace(fn: LayerFunction) -> Trace:
@@ -101,11 +106,17 @@ class Tracing:
     def forward(self, slots: list[torch.Tensor]) -> Iterator[None]:
         # inputs and parameters are in place when the layer is called: follow them from there
         self._recorder.taint(slots)
-        with self._recorder, _explicit_no_grad(self._recorder):
-            yield
+        self._recorder.forward = True
+        try:
+            with self._recorder, _explicit_no_grad(self._recorder):
+                yield
+        finally:
+            self._recorder.forward = False
 
     @contextlib.contextmanager
     def backward(self, outputs: list[torch.Tensor]) -> Iterator[None]:
+        for y in outputs:  # a Function's output returned as is (a spiking neuron's spikes)
+            self._recorder.surrogate(y)
         with self._recorder:
             yield
 
@@ -114,7 +125,8 @@ class Tracing:
         recorder = self._recorder
         self._recorder = _Recorder()
         return Trace(recorder.lowest, tuple(dict.fromkeys(recorder.stopped_uses)),
-                     tuple(dict.fromkeys(recorder.straight_through)))
+                     tuple(dict.fromkeys(recorder.straight_through)), tuple(recorder.surrogates),
+                     recorder.smooth_detaches)
 
 
 @contextlib.contextmanager
@@ -146,24 +158,27 @@ class _Recorder(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.tainted: set[int] = set()
+        self.tainted = _Storages()  # value: True
+        self.forward = False  # in the layer's forward (else its backward)
         self.lowest = torch.float64
         self.explicit_no_grad = False
         self.stopped: set[int] = set()  # computed from the inputs under an explicit no_grad
         self.held: list[torch.Tensor] = []  # those tensors, kept alive so no other reuses their memory
         self.stopped_uses: list[str] = []
-        # storage -> (the step it was computed from, the tensor): a storage freed and reused by
-        # another tensor is not taken for it (no full-size mask is kept alive for this)
-        self.stepped: dict[int, tuple[str, weakref.ref[torch.Tensor]]] = {}
-        # id -> a detached value of the inputs (kept alive), and the storages of the terms of the
-        # sum or difference it was detached from
-        self.detached: dict[int, tuple[torch.Tensor, frozenset[int]]] = {}
-        self.sums: dict[int, tuple[frozenset[int], weakref.ref[torch.Tensor]]] = {}  # storage -> its terms
+        self.stepped = _Storages()  # value: the step it was computed from
+        self.detached: dict[int, _Detached] = {}  # id -> a detached value of the inputs
+        self.sums = _Storages()  # value: the storages of its terms
         self.straight_through: list[str] = []
+        self.smooth_detaches = 0
+        # Note [surrogate gradients] in checks/gradients.py: values piecewise constant in the inputs
+        # and parameters (computed from them through steps only), and the Functions that returned
+        # such a value requiring grad
+        self.constant = _Storages()  # value: True
+        self.surrogates: dict[type, None] = {}
 
     def taint(self, tensors: list[torch.Tensor]) -> None:
         for t in tensors:
-            self.tainted.add(_storage(t))
+            self.tainted.set(t)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -172,56 +187,143 @@ class _Recorder(TorchDispatchMode):
         grad = torch.is_grad_enabled()
         if grad and any(_storage(t) in self.stopped for t in inputs):
             self.stopped_uses.append(str(func.__name__ if hasattr(func, "__name__") else func))
-        self._follow_steps(func, inputs, out, grad)
-        if any(t.is_floating_point() and _storage(t) in self.tainted for t in inputs):
+        if self.forward:  # what the layer computes; the backward's detaches are no estimator's
+            self._follow_steps(func, inputs, out, grad)
+            self._follow_constants(func, inputs, out)
+        if any(t.is_floating_point() and t in self.tainted for t in inputs):
             stopped = not grad and self.explicit_no_grad
             for t in tree_leaves(out):
                 if isinstance(t, torch.Tensor) and t.is_floating_point():
-                    self.tainted.add(_storage(t))
+                    self.tainted.set(t)
                     if stopped:
                         self.stopped.add(_storage(t))
                         self.held.append(t)
-                    if torch.finfo(t.dtype).eps > torch.finfo(self.lowest).eps:
+                    # a piecewise-constant value (float32 spikes) does not move under a step: exact
+                    if torch.finfo(t.dtype).eps > torch.finfo(self.lowest).eps and not self._constant(t):
                         self.lowest = t.dtype
         return out
 
     def _follow_steps(self, func: Any, inputs: list[torch.Tensor], out: Any, grad: bool) -> None:
         """Note [straight-through estimators]: mark what a step computes from the inputs, and
         record a detach of such a value, one used beside such a value, and a detached
-        difference added back to one of its terms."""
+        difference added back to one of its terms. A detach counts once its value is used:
+        autograd detaches the outputs it saves for backward (sigmoid's, exp's) through the
+        same operation, and those are never used by the forward."""
         step = next((found for t in inputs if (found := self._step_of(t)) is not None), None)
         name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
-        used = [self.detached[id(t)][1] for t in inputs if id(t) in self.detached] if self.detached else []
+        used = [self.detached[id(t)] for t in inputs if id(t) in self.detached] if self.detached else []
         if grad and used:
+            for detached in used:
+                if not detached.counted:
+                    detached.counted = True
+                    if detached.step is not None:
+                        self.straight_through.append(detached.step)  # (x.round() - x).detach()
+                    else:
+                        self.smooth_detaches += 1  # a statistic held constant: a stabiliser, or a mistake
             if step is not None:
                 self.straight_through.append(step)  # y_hard - y_soft.detach(): a detached value beside a step
-            elif name in _SUMS and any(_storage(t) in terms for t in inputs for terms in used):
+            elif name in _SUMS and any(_storage(t) in d.terms for t in inputs for d in used):
                 self.straight_through.append("a detached difference added back")  # x + (f(x) - x).detach()
-        tainted = any(t.is_floating_point() and _storage(t) in self.tainted for t in inputs)
+        tainted = any(t.is_floating_point() and t in self.tainted for t in inputs)
         if not tainted and step is None:
             return
         if name == "detach" and grad and tainted:
-            if step is not None:
-                self.straight_through.append(step)  # (x.round() - x).detach()
-            made = self.sums.get(_storage(inputs[0]))
-            terms = made[0] if made is not None and made[1]() is not None else frozenset()
+            if self._constant(inputs[0]):
+                return  # a spike detached (snntorch's reset): held or not, it is the same value
+            terms = self.sums.get(inputs[0]) or frozenset()
             for t in tree_leaves(out):
                 if isinstance(t, torch.Tensor):
-                    self.detached[id(t)] = (t, terms)
+                    self.detached[id(t)] = _Detached(t, terms, step)
             return
         for t in tree_leaves(out):
             if not isinstance(t, torch.Tensor):
                 continue
             if name in _SUMS:
-                self.sums[_storage(t)] = (frozenset(_storage(x) for x in inputs), weakref.ref(t))
+                self.sums.set(t, frozenset(_storage(x) for x in inputs))
             if step is not None:
-                self.stepped[_storage(t)] = (step, weakref.ref(t))
+                self.stepped.set(t, step)
             elif name in _STEPS or not (t.is_floating_point() or t.is_complex()):
-                self.stepped[_storage(t)] = (name, weakref.ref(t))  # a rounding; an argmax, a comparison
+                self.stepped.set(t, name)  # a rounding; an argmax, a comparison
+
+    def _follow_constants(self, func: Any, inputs: list[torch.Tensor], out: Any) -> None:
+        """Note [surrogate gradients] in checks/gradients.py: mark what is computed from the inputs
+        through steps only — a comparison, a rounding, and what follows from those alone — and
+        record the Functions that return such a value requiring grad."""
+        constant = [t for t in inputs if self._constant(t)]
+        for t in constant:
+            self.surrogate(t)
+        smooth = any(t.is_floating_point() and t in self.tainted and not self._constant(t) for t in inputs)
+        if not smooth and not constant:
+            return
+        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            if (name in _STEPS or not (t.is_floating_point() or t.is_complex())) if smooth else bool(constant):
+                self.constant.set(t)
+            else:  # written into in place with a smooth value, or a smooth value of its own
+                self.constant.discard(t)
+
+    def _constant(self, t: torch.Tensor) -> bool:
+        return t in self.constant
+
+    def surrogate(self, t: torch.Tensor) -> None:
+        """Record the Function that returned ``t`` when ``t`` is piecewise constant yet requires grad."""
+        function = getattr(t.grad_fn, "_forward_cls", None) if t.requires_grad and self._constant(t) else None
+        if function is not None:
+            self.surrogates[function] = None
 
     def _step_of(self, t: torch.Tensor) -> str | None:
-        found = self.stepped.get(_storage(t))
-        return found[0] if found is not None and found[1]() is not None else None
+        return self.stepped.get(t)
+
+
+@dataclass
+class _Detached:
+    """A value of the inputs the layer detached (kept alive, so that its id is not another's),
+    the storages of the terms of the sum or difference it was detached from, the step it was
+    made by (None: a smooth value), and whether a use of it was counted yet."""
+
+    tensor: torch.Tensor
+    terms: frozenset[int]
+    step: str | None
+    counted: bool = False
+
+
+class _Storages:
+    """What is known of the storages of the tensors seen, each forgotten once no tensor it was
+    seen on is alive: memory freed and reused by another tensor is not taken for it (a false
+    float32 island, a value made by a step), and nothing is kept alive for this."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, Any] = {}
+        self._alive: dict[int, int] = {}  # storage -> how many of the tensors seen on it are alive
+        self._refs: list[weakref.ref[torch.Tensor]] = []
+
+    def set(self, t: torch.Tensor, value: Any = True) -> None:
+        key = _storage(t)
+        self._values[key] = value
+        self._alive[key] = self._alive.get(key, 0) + 1
+        self._refs.append(weakref.ref(t, lambda _, key=key: self._forget(key)))  # type: ignore[misc]
+
+    def get(self, t: torch.Tensor) -> Any:
+        return self._values.get(_storage(t)) if self._values else None
+
+    def __contains__(self, t: torch.Tensor) -> bool:
+        return bool(self._values) and _storage(t) in self._values
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def discard(self, t: torch.Tensor) -> None:
+        self._values.pop(_storage(t), None)
+
+    def _forget(self, key: int) -> None:
+        left = self._alive.get(key, 0) - 1
+        if left > 0:
+            self._alive[key] = left
+        else:
+            self._alive.pop(key, None)
+            self._values.pop(key, None)
 
 
 def _storage(t: torch.Tensor) -> int:

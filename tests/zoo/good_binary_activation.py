@@ -9,7 +9,7 @@ from torch import nn
 
 LAYOUTS = ["4,6,5:BCU"]
 EXPECT_FAIL: set[str] = set()
-EXPECT_NOTES = {"gradients": "piecewise constant in input 0"}
+EXPECT_NOTES = {"gradients": "SignSurrogate computes a step"}
 MUTANTS = False  # benchmarks/mutants.py: a mutant of a surrogate is another surrogate, judged by nothing
 
 
