@@ -13,7 +13,10 @@ beside a CPU torch without pulling another torch:
     pip install --no-deps entmax sparsemax memory-efficient-attention-pytorch einops monai \
         transformers huggingface_hub safetensors tokenizers regex tqdm x-transformers \
         loguru rotary-embedding-torch local-attention hyper-connections vector-quantize-pytorch \
-        einx frozendict torch-einops-utils pytorch_wavelets PyWavelets mambapy
+        einx frozendict torch-einops-utils pytorch_wavelets PyWavelets mambapy snntorch norse nir nirtorch \
+        h5py spikingjelly performer-pytorch reformer-pytorch axial-positional-embedding revtorch memcnn \
+        pytorch-tabnet kornia kornia_rs geotorch nflows conformer axial-attention lambda-networks siren-pytorch \
+        nystrom-attention product-key-memory colt5-attention
 
 (timm needs torchvision and Pillow; its layers are checked where ``import timm`` works.)
 """
@@ -57,6 +60,37 @@ class _LearnedAlphaEntmax(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.entmax.entmax_bisect(x, self.alpha, dim=-1)
+
+
+class _SnnTorchLoop(nn.Module):
+    """snntorch's Leaky as its tutorials run it: a linear layer, then the neuron over the time
+    steps of a sequence from a state reset at its start; spikes and membrane potentials out."""
+
+    def __init__(self, snntorch: Any, features: int = 8, **kwargs: Any) -> None:
+        super().__init__()
+        self.fc = nn.Linear(features, features)
+        self.lif = snntorch.Leaky(**kwargs)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mem = self.lif.reset_mem()
+        spikes, potentials = [], []
+        for t in range(x.shape[1]):
+            spike, mem = self.lif(self.fc(x[:, t]), mem)
+            spikes.append(spike)
+            potentials.append(mem)
+        return torch.stack(spikes, 1), torch.stack(potentials, 1)
+
+
+def _spikingjelly(make: Callable[[Any, Any], nn.Module]) -> Callable[[Any], nn.Module]:
+    def build(neuron: Any) -> nn.Module:
+        return make(neuron, importlib.import_module("spikingjelly.activation_based.surrogate"))
+    return build
+
+
+def _constrained(geotorch: Any, constraint: str) -> nn.Module:
+    layer = nn.Linear(7, 7 if constraint != "sphere" else 5)
+    getattr(geotorch, constraint)(layer, "weight")
+    return layer
 
 
 def _hf(module: str, build: Callable[[Any], nn.Module]) -> Callable[[Any], nn.Module]:
@@ -152,6 +186,80 @@ LAYERS = [
     *[Layer(f"mambapy MambaBlock{suffix}", "mambapy.mamba",
             lambda m, scan=scan: m.MambaBlock(m.MambaConfig(d_model=8, n_layers=1, d_state=4, pscan=scan)),
             (SEQUENCE,)) for suffix, scan in ((", parallel scan", True), (", sequential", False))],
+    # spiking neurons: a step forward with a surrogate gradient (Note [surrogate gradients])
+    *[Layer(f"snntorch Leaky in a loop{suffix}", "snntorch", lambda m, kw=kw: _SnnTorchLoop(m, beta=0.8, **kw),
+            (SEQUENCE,)) for suffix, kw in (("", {}), (", reset to zero", {"reset_mechanism": "zero"}),
+                                            (", learned beta and threshold", {"learn_beta": True,
+                                                                              "learn_threshold": True}))],
+    *[Layer(f"norse {name}", "norse.torch", lambda m, name=name: getattr(m, name)(), (layout,))
+      for name, layout in (("LIFBoxCell", VECTOR), ("LIFCell", VECTOR), ("LICell", VECTOR), ("LIF", "5,2,8:TBC"),
+                           ("LSNN", "5,2,8:TBC"), ("LIFAdEx", "5,2,8:TBC"))],
+    *[Layer(f"spikingjelly {name}", "spikingjelly.activation_based.neuron", _spikingjelly(make), (layout,))
+      for name, make, layout in (
+          ("LIFNode, multi-step", lambda n, s: n.LIFNode(tau=2.0, surrogate_function=s.ATan(), step_mode="m",
+                                                         detach_reset=True), "5,2,8:TBC"),
+          ("ParametricLIFNode, multi-step", lambda n, s: n.ParametricLIFNode(step_mode="m"), "5,2,8:TBC"),
+          ("IFNode", lambda n, s: n.IFNode(), VECTOR))],
+    Layer("performer-pytorch SelfAttention", "performer_pytorch",
+          lambda m: m.SelfAttention(dim=8, heads=2, dim_head=4, nb_features=6), (SEQUENCE,)),
+    Layer("reformer-pytorch LSHSelfAttention", "reformer_pytorch",
+          lambda m: m.LSHSelfAttention(dim=16, heads=2, bucket_size=2, n_hashes=2), ("2,8,16:BTC",)),
+    Layer("reformer-pytorch ReversibleSequence", "reformer_pytorch.reversible",
+          lambda m: m.ReversibleSequence(nn.ModuleList([nn.ModuleList([nn.Linear(8, 8), nn.Sequential(
+              nn.Linear(8, 8), nn.GELU())]) for _ in range(2)])), ("2,5,16:BTC",)),
+    Layer("revtorch ReversibleSequence", "revtorch", lambda m: m.ReversibleSequence(nn.ModuleList([
+        m.ReversibleBlock(nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 4), nn.Tanh())) for _ in range(2)])),
+          ("3,8:BC",)),
+    Layer("memcnn AdditiveCoupling", "memcnn", lambda m: m.InvertibleModuleWrapper(
+        m.AdditiveCoupling(nn.Sequential(nn.Linear(4, 4), nn.Tanh())), keep_input=True, keep_input_inverse=True),
+          ("3,8:BC",)),
+    Layer("memcnn AdditiveCoupling, two backward passes", "memcnn", lambda m: m.InvertibleModuleWrapper(
+        m.AdditiveCoupling(nn.Sequential(nn.Linear(4, 4), nn.Tanh())), keep_input=True, keep_input_inverse=True,
+        num_bwd_passes=2), ("3,8:BC",)),
+    *[Layer(f"pytorch-tabnet {name}", "pytorch_tabnet.tab_network", make, layouts) for name, make, layouts in (
+        ("GBN", lambda m: m.GBN(7, virtual_batch_size=2), (VECTOR,)),
+        ("AttentiveTransformer", lambda m: m.AttentiveTransformer(4, 7, group_matrix=torch.eye(7), virtual_batch_size=2,
+                                                                  mask_type="entmax"), ("4,7:BC", "4,4:BC")),
+        ("TabNetNoEmbeddings", lambda m: m.TabNetNoEmbeddings(7, 3, n_d=4, n_a=4, n_steps=2, virtual_batch_size=2),
+         (VECTOR,)),
+        ("Sparsemax", lambda m: importlib.import_module("pytorch_tabnet.sparsemax").Sparsemax(dim=-1), (VECTOR,)),
+        ("Entmax15", lambda m: importlib.import_module("pytorch_tabnet.sparsemax").Entmax15(dim=-1), (VECTOR,)))],
+    *[Layer(f"kornia {name}", "kornia", make, layouts) for name, make, layouts in (
+        ("GaussianBlur2d", lambda m: m.filters.GaussianBlur2d((3, 3), (1.5, 1.5)), ("2,3,8,8:BCSS",)),
+        ("MedianBlur", lambda m: m.filters.MedianBlur((3, 3)), ("2,3,8,8:BCSS",)),
+        ("Canny", lambda m: m.filters.Canny(), ("2,3,8,8:BCSS",)),
+        ("BilateralBlur", lambda m: m.filters.BilateralBlur(3, 0.1, (1.5, 1.5)), ("2,3,8,8:BCSS",)),
+        ("GuidedBlur", lambda m: m.filters.GuidedBlur(3, 0.1), ("2,3,8,8:BCSS", "2,3,8,8:BCSS")),
+        ("MaxBlurPool2D", lambda m: m.filters.MaxBlurPool2D(3), ("2,3,8,8:BCSS",)),
+        ("RgbToHsv", lambda m: m.color.RgbToHsv(), ("2,3,8,8:BCSS",)),
+        ("RgbToLab", lambda m: m.color.RgbToLab(), ("2,3,8,8:BCSS",)),
+        ("SIFTDescriptor", lambda m: m.feature.SIFTDescriptor(16, 8, 4), ("3,1,16,16:BCSS",)),
+        ("SSIMLoss", lambda m: m.losses.SSIMLoss(5), ("2,3,8,8:BCSS", "2,3,8,8:BCSS")),
+        ("FocalLoss", lambda m: m.losses.FocalLoss(alpha=0.5, gamma=2.0, reduction="mean"),
+         ("4,5:BC", "4:B dtype=int64 values=0:5")),
+        ("DiceLoss", lambda m: m.losses.DiceLoss(), ("2,3,6,6:BCSS", "2,6,6:BSS dtype=int64 values=0:3")),
+        ("SpatialSoftArgmax2d", lambda m: m.geometry.subpix.SpatialSoftArgmax2d(), ("2,3,8,8:BCSS",)))],
+    *[Layer(f"geotorch {name}", "geotorch", lambda m, name=name: _constrained(m, name), (VECTOR,))
+      for name in ("orthogonal", "positive_definite", "sphere")],
+    *[Layer(f"nflows {name}", "nflows.transforms", make, (VECTOR,)) for name, make in (
+        ("MaskedAffineAutoregressiveTransform", lambda m: m.MaskedAffineAutoregressiveTransform(7, 8)),
+        ("MaskedPiecewiseRationalQuadraticAutoregressiveTransform",
+         lambda m: m.MaskedPiecewiseRationalQuadraticAutoregressiveTransform(7, 8, tails="linear", tail_bound=3.0)),
+        ("LULinear", lambda m: m.LULinear(7)), ("ActNorm", lambda m: m.ActNorm(7)),
+        ("HouseholderSequence", lambda m: m.HouseholderSequence(7, 3)))],
+    *[Layer(f"lucidrains {name}", library, make, (layout,)) for name, library, make, layout in (
+        ("conformer ConformerBlock", "conformer", lambda m: m.ConformerBlock(dim=8, dim_head=4, heads=2,
+                                                                           conv_kernel_size=3), SEQUENCE),
+        ("axial-attention AxialAttention", "axial_attention",
+         lambda m: m.AxialAttention(dim=8, dim_index=1, heads=2, num_dimensions=2), IMAGE),
+        ("lambda-networks LambdaLayer", "lambda_networks",
+         lambda m: m.LambdaLayer(dim=8, dim_out=8, r=3, dim_k=4, heads=2, dim_u=1), IMAGE),
+        ("siren-pytorch SirenNet", "siren_pytorch",
+         lambda m: m.SirenNet(dim_in=7, dim_hidden=8, dim_out=3, num_layers=2), VECTOR),
+        ("nystrom-attention Nystromformer", "nystrom_attention",
+         lambda m: m.Nystromformer(dim=8, dim_head=4, heads=2, depth=1, num_landmarks=2), "2,8,8:BTC"),
+        ("product-key-memory PKM", "product_key_memory",
+         lambda m: m.PKM(8, heads=2, num_keys=4, topk=2, dim_head=4), SEQUENCE))],
     *[Layer(f"timm {name}", "timm.layers", make, (layout,)) for name, make, layout in (
         ("EvoNorm2dB0", lambda m: m.EvoNorm2dB0(8), IMAGE),
         ("EvoNorm2dS0", lambda m: m.EvoNorm2dS0(8, group_size=4), IMAGE),
@@ -196,6 +304,49 @@ FINDINGS: dict[tuple[str, str], str] = {
     ("pytorch_wavelets DWT1DForward, symmetric padding", "gradients[float64]"): (
         "AFB1D's hand-written backward disagrees with its forward for the symmetric and reflect padding modes (it "
         "agrees for zero and periodization); torch.autograd.gradcheck fails it too"),
+    **{(f"snntorch Leaky in a loop{suffix}", check): why for suffix in ("", ", reset to zero",
+                                                                        ", learned beta and threshold")
+       for check, why in (
+           ("dtype[float64]", "its spikes are (x > 0).float(): float32 whatever the layer's dtype"),
+           ("state_valid", "it keeps the membrane potential in a buffer with its graph (for backpropagation through "
+                           "time across calls, by design), so a trained model's copy.deepcopy raises until reset_mem"),
+           ("copy", "surrogate.atan() returns a local closure, which pickle refuses: torch.save of the whole model "
+                    "fails"))},
+    **{(f"norse {name}", check): why for name in ("LIFBoxCell", "LIFCell", "LICell", "LIF", "LSNN", "LIFAdEx")
+       for check, why in (
+           ("registered_tensors", "its hyperparameters are 0-d tensors in a NamedTuple attribute (p): .to(), "
+                                  ".double() and state_dict() never see them"),
+           ("copy", "its parameters' NamedTuple class is made where pickle cannot find it: torch.save of the whole "
+                    "model fails"))},
+    ("reformer-pytorch LSHSelfAttention", "deterministic"): (
+        "by design: it draws its random rotations for hashing on every call, in eval mode too"),
+    **{(name, "needs_input_grad"): (
+        "a trap of reversible layers: the blocks' parameters are not inputs of the hand-written Function, so when "
+        "the input does not require grad its backward never runs and the parameters get no gradient (a reversible "
+        "stack on raw data trains nothing)") for name in ("reformer-pytorch ReversibleSequence",
+                                                         "revtorch ReversibleSequence")},
+    ("revtorch ReversibleSequence", "backward_pure"): (
+        "by design: its backward deletes what it saved (del ctx.y) to free memory, so a second backward over the "
+        "same graph (retain_graph=True, a gradient penalty) raises"),
+    ("memcnn AdditiveCoupling", "backward_pure"): (
+        "by design: it allows one backward pass per graph unless built with num_bwd_passes=2 (the next layer), and "
+        "says so when a second one is tried"),
+    ("pytorch-tabnet TabNetNoEmbeddings", "backward_runs"): (
+        "a bug upstream: it builds an initial_bn of its own and never uses it (its encoder has its own), so those "
+        "parameters get no gradient (DistributedDataParallel refuses that unless find_unused_parameters=True)"),
+    ("pytorch-tabnet TabNetNoEmbeddings", "registered_tensors"): (
+        "a bug upstream: the encoder keeps group_attention_matrix as a plain tensor attribute, so .double() leaves it "
+        "float32 (dtype[float64] fails for it) and .to(device) leaves it behind"),
+    ("pytorch-tabnet TabNetNoEmbeddings", "dtype[float64]"): "its unregistered group_attention_matrix stays float32",
+    ("pytorch-tabnet Sparsemax", "input_unchanged"): (
+        "a bug upstream: SparsemaxFunction.forward subtracts the row maxima from its input in place "
+        "(input -= max_val), changing the caller's tensor"),
+    ("kornia SpatialSoftArgmax2d", "registered_tensors"): (
+        "its temperature is a plain 0-d tensor attribute: .double() and state_dict() never see it (as the zoo's "
+        "registered_tensors_plain_scalar)"),
+    ("lucidrains nystrom-attention Nystromformer", "observations"): (
+        "by design, but it mixes the batch: its Moore-Penrose iteration starts from the largest row and column sums "
+        "over the whole batch, so each observation's output depends on the others (by about 1e-3 here)"),
 }
 
 
