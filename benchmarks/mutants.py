@@ -28,8 +28,9 @@ misses.
 ``--third-party`` mutates the hand-written backward passes of installed libraries nobody on the
 team wrote instead (THIRD_PARTY: entmax's sparsemax, entmax and bisection Functions,
 memory-efficient-attention-pytorch's flash attention, pytorch_wavelets' 1-D and 2-D analysis
-filter banks, mambapy's parallel scan, MONAI's and timm's memory-efficient activations), each
-through a small layer of ours that loads the mutated copy of the module.
+filter banks, mambapy's parallel scan, MONAI's and timm's memory-efficient activations, revtorch's
+and reformer-pytorch's reversible stacks), each through a small layer of ours that loads the
+mutated copy of the module.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from layercheck.runner import Options, run_target  # noqa: E402
 from layercheck.subject import Target, tensors_in  # noqa: E402
 
 MUTATED = ("backward", "vjp")
+BLOCK_MUTATED = ("backward_pass",)  # a reversible block's hand-written backward, an instance method
 OPERATORS = ("sign", "drop_term", "scale", "dims", "compare", "swap_return", "drop_grad_output", "inplace")
 REDUCTIONS = ("sum", "mean", "amax", "amin")
 COMPARE_SWAPS = {">": (">=", "<"), ">=": (">", "<="), "<": ("<=", ">"), "<=": ("<", ">=")}
@@ -180,9 +182,11 @@ class _Text:
 
 
 def backward_functions(tree: ast.AST) -> list[ast.FunctionDef]:
-    """The ``backward`` and ``vjp`` static- and classmethods of every class in a module."""
+    """The ``backward`` and ``vjp`` static- and classmethods of every class in a module, and
+    its reversible blocks' ``backward_pass`` methods."""
     return [item for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for item in cls.body
-            if isinstance(item, ast.FunctionDef) and item.name in MUTATED and _bound(item) is not None]
+            if isinstance(item, ast.FunctionDef) and ((item.name in MUTATED and _bound(item) is not None)
+                                                      or item.name in BLOCK_MUTATED)]
 
 
 def _bound(fn: ast.FunctionDef) -> str | None:
@@ -541,6 +545,18 @@ THIRD_PARTY = [
      ("2,5,3,2:BTCU values=0:1", "2,5,3,2:BTCU")),
     ("monai MemoryEfficientSwish", "monai.networks.blocks.activation", "LAYER = M.MemoryEfficientSwish",
      ("2,3,4,4:BCSS",)),
+    # reversible stacks: the Function's backward and each block's backward_pass, which rebuilds
+    # the block's input from its output and sets its parameters' gradients by side effect
+    ("revtorch ReversibleSequence", "revtorch.revtorch",
+     "class LAYER(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.blocks = M.ReversibleSequence(nn.ModuleList([M.ReversibleBlock(nn.Linear(3, 3), nn.Sequential(\n"
+     "            nn.Linear(3, 3), nn.Tanh())) for _ in range(2)]))\n\n"
+     "    def forward(self, x):\n        return self.blocks(x)", ("3,6:BC",)),
+    ("reformer-pytorch ReversibleSequence", "reformer_pytorch.reversible",
+     "class LAYER(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.blocks = M.ReversibleSequence(nn.ModuleList([nn.ModuleList([nn.Linear(3, 3), nn.Sequential(\n"
+     "            nn.Linear(3, 3), nn.Tanh())]) for _ in range(2)]))\n\n"
+     "    def forward(self, x):\n        return self.blocks(x)", ("2,4,6:BTC",)),
     *[(f"timm {name}", "timm.layers.activations_me", f"LAYER = M.{name}", ("2,3,4,4:BCSS",))
       for name in ("SwishMe", "MishMe", "HardSigmoidMe", "HardSwishMe", "HardMishMe")],
 ]
@@ -575,7 +591,8 @@ def third_party(folder: Path) -> list[Original]:
         found.append(Original(name, (wrapper, mutated), "LAYER", mutated, layouts))
     if missing:
         print(f"not installed, left out: {', '.join(dict.fromkeys(missing))} (pip install --no-deps entmax "
-              "memory-efficient-attention-pytorch einops timm monai pytorch_wavelets PyWavelets mambapy)",
+              "memory-efficient-attention-pytorch einops timm monai pytorch_wavelets PyWavelets mambapy revtorch "
+              "reformer-pytorch axial-positional-embedding)",
               file=sys.stderr)
     return found
 

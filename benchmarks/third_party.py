@@ -16,7 +16,8 @@ beside a CPU torch without pulling another torch:
         einx frozendict torch-einops-utils pytorch_wavelets PyWavelets mambapy snntorch norse nir nirtorch \
         h5py spikingjelly performer-pytorch reformer-pytorch axial-positional-embedding revtorch memcnn \
         pytorch-tabnet kornia kornia_rs geotorch nflows conformer axial-attention lambda-networks siren-pytorch \
-        nystrom-attention product-key-memory colt5-attention
+        nystrom-attention product-key-memory colt5-attention linformer torch_geometric xxhash psutil e3nn \
+        opt_einsum opt_einsum_fx ncps gpytorch linear_operator jaxtyping wadler_lindig
 
 (timm needs torchvision and Pillow; its layers are checked where ``import timm`` works.)
 """
@@ -85,6 +86,28 @@ def _spikingjelly(make: Callable[[Any, Any], nn.Module]) -> Callable[[Any], nn.M
     def build(neuron: Any) -> nn.Module:
         return make(neuron, importlib.import_module("spikingjelly.activation_based.surrogate"))
     return build
+
+
+class _Dense(nn.Module):
+    """A gpytorch kernel as a layer: the dense covariance matrix of its input points."""
+
+    def __init__(self, kernel: nn.Module) -> None:
+        super().__init__()
+        self.kernel = kernel
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.kernel(x).to_dense()
+
+
+class _Output(nn.Module):
+    """A recurrent layer that returns (output, final state), as its output alone."""
+
+    def __init__(self, rnn: nn.Module) -> None:
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rnn(x)[0]
 
 
 def _constrained(geotorch: Any, constraint: str) -> nn.Module:
@@ -259,7 +282,42 @@ LAYERS = [
         ("nystrom-attention Nystromformer", "nystrom_attention",
          lambda m: m.Nystromformer(dim=8, dim_head=4, heads=2, depth=1, num_landmarks=2), "2,8,8:BTC"),
         ("product-key-memory PKM", "product_key_memory",
-         lambda m: m.PKM(8, heads=2, num_keys=4, topk=2, dim_head=4), SEQUENCE))],
+         lambda m: m.PKM(8, heads=2, num_keys=4, topk=2, dim_head=4), SEQUENCE),
+        ("linformer Linformer", "linformer", lambda m: m.Linformer(dim=8, seq_len=5, depth=1, heads=2, k=3),
+         SEQUENCE))],
+    # graph layers: node features (nodes as a U dimension: they are no independent observations)
+    # and an edge index
+    *[Layer(f"pytorch_geometric {name}", "torch_geometric.nn", make, ("10,8:UC", "2,30:UU dtype=int64 values=0:10"))
+      for name, make in (
+          ("GCNConv", lambda m: m.GCNConv(8, 6)), ("GATConv", lambda m: m.GATConv(8, 3, heads=2)),
+          ("GATv2Conv", lambda m: m.GATv2Conv(8, 3, heads=2)), ("SAGEConv", lambda m: m.SAGEConv(8, 6)),
+          ("SAGEConv, max", lambda m: m.SAGEConv(8, 6, aggr="max")),
+          ("GINConv", lambda m: m.GINConv(nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 6)))),
+          ("TransformerConv", lambda m: m.TransformerConv(8, 3, heads=2)), ("GraphConv", lambda m: m.GraphConv(8, 6)),
+          ("ChebConv", lambda m: m.ChebConv(8, 6, K=2)),
+          ("EdgeConv", lambda m: m.EdgeConv(nn.Sequential(nn.Linear(16, 6), nn.ReLU()))),
+          ("GENConv", lambda m: m.GENConv(8, 6, aggr="softmax", learn_t=True)),
+          ("PNAConv", lambda m: m.PNAConv(8, 6, aggregators=["mean", "min", "max", "std"],
+                                          scalers=["identity", "amplification"], deg=torch.tensor([0, 2, 4, 3, 1]))),
+          ("GatedGraphConv", lambda m: m.GatedGraphConv(8, 2)),
+          ("ResGatedGraphConv", lambda m: m.ResGatedGraphConv(8, 6)), ("APPNP", lambda m: m.APPNP(3, 0.1)))],
+    Layer("pytorch_geometric GraphNorm", "torch_geometric.nn", lambda m: m.GraphNorm(8), ("10,8:UC",)),
+    Layer("pytorch_geometric SoftmaxAggregation", "torch_geometric.nn.aggr",
+          lambda m: m.SoftmaxAggregation(learn=True), ("10,8:UC", "10:U dtype=int64 values=0:3")),
+    *[Layer(f"e3nn {name}", library, make, layouts) for name, library, make, layouts in (
+        ("Linear", "e3nn.o3", lambda m: m.Linear("2x0e+1x1o", "3x0e+2x1o"), ("4,5:BC",)),
+        ("FullyConnectedTensorProduct", "e3nn.o3",
+         lambda m: m.FullyConnectedTensorProduct("1x0e+1x1o", "1x1o", "2x0e+1x1o+1x2e"), ("4,4:BC", "4,3:BC")),
+        ("SphericalHarmonics", "e3nn.o3", lambda m: m.SphericalHarmonics(2, True, normalization="component"),
+         ("4,3:BC",)),
+        ("Norm", "e3nn.o3", lambda m: m.Norm("2x0e+1x1o"), ("4,5:BC",)),
+        ("Gate", "e3nn.nn", lambda m: m.Gate("2x0e", [torch.tanh], "1x0e", [torch.sigmoid], "1x1o"), ("4,6:BC",)))],
+    *[Layer(f"ncps {name}", "ncps.torch", lambda m, name=name: _Output(getattr(m, name)(8, 6)), (SEQUENCE,))
+      for name in ("CfC", "LTC")],
+    *[Layer(f"gpytorch {name}", "gpytorch.kernels", lambda m, make=make: _Dense(make(m)), ("6,3:UC",))
+      for name, make in (("ScaleKernel(RBFKernel)", lambda k: k.ScaleKernel(k.RBFKernel())),
+                         ("MaternKernel", lambda k: k.MaternKernel(nu=2.5)),
+                         ("PeriodicKernel", lambda k: k.PeriodicKernel()))],
     *[Layer(f"timm {name}", "timm.layers", make, (layout,)) for name, make, layout in (
         ("EvoNorm2dB0", lambda m: m.EvoNorm2dB0(8), IMAGE),
         ("EvoNorm2dS0", lambda m: m.EvoNorm2dS0(8, group_size=4), IMAGE),

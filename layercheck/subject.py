@@ -149,7 +149,7 @@ class Target:
         if pristine is not None:
             layer = self._another(pristine)
             if dtype is not None or where != self.home:
-                layer = layer.to(device=where, dtype=dtype)
+                layer = _moved(layer, where, dtype)
         return Subject(self, layer, dtype=dtype, device=where)
 
     def _another(self, pristine: nn.Module) -> nn.Module:
@@ -485,6 +485,35 @@ class Subject:
                 mod._buffers[key] = None if value is None else value.clone()
 
 
+def _moved(layer: nn.Module, where: torch.device, dtype: torch.dtype | None) -> nn.Module:
+    """``layer.to(where, dtype)`` as a GPU would see it. On a GPU (and for a dtype) ``.to()``
+    keeps every Parameter and buffer object and replaces its data, so a layer that also keeps
+    references to them in a plain dict or list (ncps' LTC keeps its parameters in ``_params``)
+    reads the moved ones; moving to meta makes new objects, so such references are pointed at
+    them, or the meta device would blame the layer for what a GPU does not do."""
+    if where.type != "meta":
+        return layer.to(device=where, dtype=dtype)
+    def own(module: nn.Module) -> dict[str, torch.Tensor]:
+        return {**dict(module.named_parameters(remove_duplicate=False)),
+                **dict(module.named_buffers(remove_duplicate=False))}
+    before = own(layer)
+    layer = layer.to(device=where, dtype=dtype)
+    after = own(layer)
+    swap = {id(old): after[name] for name, old in before.items() if name in after and after[name] is not old}
+    if not swap:
+        return layer
+    for module in layer.modules():
+        for key, value in vars(module).items():
+            if key in _MODULE_INTERNALS:
+                continue
+            if isinstance(value, dict) and any(id(v) in swap for v in value.values()):
+                for k, v in list(value.items()):
+                    value[k] = swap.get(id(v), v)
+            elif isinstance(value, list) and any(id(v) in swap for v in value):
+                value[:] = [swap.get(id(v), v) for v in value]
+    return layer
+
+
 # Attributes every nn.Module has (its registries and hooks) and the mode flag, which each call sets.
 _MODULE_INTERNALS = frozenset(vars(nn.Module())) | {"training"}
 
@@ -558,10 +587,13 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
                 and a.dtype == b.dtype and bool(torch.equal(a.detach().cpu(), b.detach().cpu())))
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    try:
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    except Exception:  # a container of the layer's own kind that refuses len() (e3nn's Irreps): no equality
+        return True
     if isinstance(a, _PLAIN) or isinstance(b, _PLAIN):
         return type(a) is type(b) and a == b
     return True

@@ -122,3 +122,26 @@ def test_a_returned_slice_is_mutated_as_one_gradient_not_as_its_index(tmp_path: 
     returned = [m for m in mutants if m.before.startswith("full.transpose")]
     assert {m.operator for m in returned} >= {"sign", "scale"}
     assert all("-(:" not in m.source and "0.5 * :" not in m.source for m in mutants)
+
+
+BLOCK_SOURCE = '''import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def backward_pass(self, y, dy):
+        x = y - 1
+        return x, 2 * dy
+
+    def helper(self, y):
+        return y * 3
+'''
+
+
+def test_a_reversible_block_s_backward_pass_is_mutated_and_no_other_method(tmp_path: Path) -> None:
+    """revtorch and reformer-pytorch rebuild a block's input and gradient in an instance method
+    backward_pass; its incoming gradient comes after self and the block's output."""
+    bench = load_benchmark()
+    mutants = bench.mutants_of(BLOCK_SOURCE, tmp_path / "block.py")
+    assert mutants and all(m.line in (7, 8) for m in mutants), [(m.line, m.after) for m in mutants]
+    assert "torch.ones_like(dy)" in [m.after for m in mutants if m.operator == "drop_grad_output"]
