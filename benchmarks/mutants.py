@@ -28,8 +28,9 @@ misses.
 ``--third-party`` mutates the hand-written backward passes of installed libraries nobody on the
 team wrote instead (THIRD_PARTY: entmax's sparsemax, entmax and bisection Functions,
 memory-efficient-attention-pytorch's flash attention, pytorch_wavelets' 1-D and 2-D analysis
-filter banks, mambapy's parallel scan, MONAI's and timm's memory-efficient activations, revtorch's
-and reformer-pytorch's reversible stacks), each through a small layer of ours that loads the
+filter banks, mambapy's parallel scan, MONAI's and timm's memory-efficient activations,
+linear_operator's (gpytorch's) solve and inverse quadratic form, revtorch's and reformer-pytorch's
+reversible stacks), each through a small layer of ours that loads the
 mutated copy of the module.
 """
 
@@ -545,6 +546,18 @@ THIRD_PARTY = [
      ("2,5,3,2:BTCU values=0:1", "2,5,3,2:BTCU")),
     ("monai MemoryEfficientSwish", "monai.networks.blocks.activation", "LAYER = M.MemoryEfficientSwish",
      ("2,3,4,4:BCSS",)),
+    # GP linear algebra: a solve and an inverse quadratic form with a positive definite matrix,
+    # through the library's operator with the mutated Function in place of its own for the call
+    # (its InvQuadLogdet is left out: below 800 rows it takes a Cholesky path that never calls it)
+    *[(f"linear_operator {name}", f"linear_operator.functions._{module}",
+       "import linear_operator.operators._linear_operator as _base\n"
+       "from linear_operator.operators import DenseLinearOperator\n\n\n"
+       "class LAYER(nn.Module):\n    def forward(self, a, b):\n"
+       f"        original, _base.{name} = _base.{name}, M.{name}\n        try:\n"
+       "            k = DenseLinearOperator(a @ a.mT + torch.eye(a.shape[-1], dtype=a.dtype, device=a.device))\n"
+       f"            return {call}\n        finally:\n            _base.{name} = original",
+       ("5,5:UU", "5,2:UU"))
+      for name, module, call in (("Solve", "solve", "k.solve(b)"), ("InvQuad", "inv_quad", "k.inv_quad(b)"))],
     # reversible stacks: the Function's backward and each block's backward_pass, which rebuilds
     # the block's input from its output and sets its parameters' gradients by side effect
     ("revtorch ReversibleSequence", "revtorch.revtorch",
@@ -592,7 +605,7 @@ def third_party(folder: Path) -> list[Original]:
     if missing:
         print(f"not installed, left out: {', '.join(dict.fromkeys(missing))} (pip install --no-deps entmax "
               "memory-efficient-attention-pytorch einops timm monai pytorch_wavelets PyWavelets mambapy revtorch "
-              "reformer-pytorch axial-positional-embedding)",
+              "reformer-pytorch axial-positional-embedding linear_operator jaxtyping wadler_lindig)",
               file=sys.stderr)
     return found
 

@@ -493,6 +493,7 @@ def _moved(layer: nn.Module, where: torch.device, dtype: torch.dtype | None) -> 
     them, or the meta device would blame the layer for what a GPU does not do."""
     if where.type != "meta":
         return layer.to(device=where, dtype=dtype)
+
     def own(module: nn.Module) -> dict[str, torch.Tensor]:
         return {**dict(module.named_parameters(remove_duplicate=False)),
                 **dict(module.named_buffers(remove_duplicate=False))}

@@ -1029,11 +1029,22 @@ def _note_surrogates(ctx: Context, ref: Reference, judged: list[str], details: d
 
 # Note [surrogate gradients]
 #     A hand-written backward may pass a gradient through a forward that is piecewise constant
-#     in a tensor on purpose — a binarised network's sign with a hard-tanh gradient, a rounding
-#     Function with an identity backward — so that training can move that tensor at all. Its
-#     derivative is zero wherever it exists, and finite differences cannot judge a gradient that
-#     is meant not to be it (a straight-through estimator written with .detach() is judged with
-#     its detached values held; one written as a Function has nothing to hold). Such a tensor
+#     on purpose — a spiking neuron's spike (snntorch, spikingjelly, norse) with an arctan or
+#     fast-sigmoid gradient, a binarised network's sign with a hard-tanh gradient, a rounding
+#     Function with an identity backward — so that training can move what lies before it at
+#     all. Its derivative is zero wherever it exists, and finite differences cannot judge a
+#     gradient that is meant not to be it (a straight-through estimator written with .detach()
+#     is judged with its detached values held; one written as a Function has nothing to hold).
+#     The float64 trace (numerics/trace.py) follows the values computed from the inputs and
+#     parameters through steps only (comparisons, roundings, and what follows from those alone)
+#     and records each Function that returns such a value requiring grad. When the differences
+#     disagree, the analytic gradient is taken again with those Functions' backward passing
+#     zeros, the step's own derivative (LayerFunction.cut): that judges everything else — a
+#     membrane's leak, a learned threshold, the weights before the spike, a hand-written
+#     Function beside it — and its verdict is the check's, either way. A tensor whose gradient
+#     flows only through the surrogate is left out (all of them: skipped), and the float32
+#     gradients are compared with the float64 ones as the layer computes them, surrogate
+#     included. Where the trace cannot see the step (a sign computed in NumPy), such a tensor
 #     is recognised by its outputs: they do not move at all along PATTERN_DRAWS random
 #     directions at the check's step, yet move along a step of SURROGATE_STEP of the tensor's
 #     scale (a tensor the forward does not read moves nothing, and its nonzero gradient stays a
