@@ -31,8 +31,8 @@ class Leak(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        v, beta = ctx.saved_tensors
-        return grad, (grad * v).sum(0), grad  # bug: grad_v should be grad * beta
+        v, _beta = ctx.saved_tensors
+        return grad, (grad * v).sum(0), grad  # bug: grad_v should be grad * _beta
 
 
 class LeakyIntegrateAndFire(nn.Module):
