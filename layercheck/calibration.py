@@ -172,10 +172,11 @@ def path_allowance(ctx: Context, run: SharedRun | None = None, *, combined: floa
     source = SOURCE if combined == 1.0 else f"{SOURCE}, times {combined:.3g} for the runs combined"
 
     def allowance(name: str, expected: torch.Tensor) -> Allowance:
-        if not expected.is_floating_point():
+        if not (expected.is_floating_point() or expected.is_complex()):
             return EXACT
-        allowed = scaled_allowance(expected, ctx.tolerance(expected.dtype))
-        if run is None or expected.dtype != torch.float32:
+        dtype = expected.real.dtype if expected.is_complex() else expected.dtype  # complex64: float32's
+        allowed = scaled_allowance(expected, ctx.tolerance(dtype))
+        if run is None or dtype != torch.float32:
             return allowed
         return replace(allowed, refine=lambda: allowed.with_floor(combined * spread(ctx, run).floor(name), source))
 

@@ -82,9 +82,15 @@ def scaled_allowance(expected: torch.Tensor, rtol: float) -> Allowance:
     """``rtol`` relative, and as absolute part ``rtol`` times the tensor's largest finite
     magnitude: for the same math along another path (another summation order), where an
     element near zero is judged against the scale of its tensor, not its own tiny value."""
-    if not expected.is_floating_point():
+    if not (expected.is_floating_point() or expected.is_complex()):
         return EXACT
     return Allowance(rtol, rtol * max(largest(expected), 1e-30))
+
+
+def real_view(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor as the real tensor of its real and imaginary parts (a last dimension of
+    2), which every comparison here reads; any other tensor as it is."""
+    return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
 
 
 AllowanceFor = Callable[[str, torch.Tensor], Allowance]
@@ -136,6 +142,7 @@ def assert_close(
 def mismatch(expected: torch.Tensor, actual: torch.Tensor, allowed: Allowance) -> dict[str, Any] | None:
     """None when ``actual`` is within ``allowed`` of ``expected``; else where and how much they differ."""
     rtol, atol = allowed.rtol, allowed.absolute
+    expected, actual = real_view(expected), real_view(actual)
     if (expected.is_floating_point() and expected.dtype == actual.dtype and expected.shape == actual.shape
             and expected.device == actual.device and _within(expected.detach(), actual.detach(), rtol, atol)):
         # fast path, isclose's test in the tensors' own dtype without float64 copies (the common
@@ -193,8 +200,8 @@ def identical(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
 
 def relative_difference(got: torch.Tensor, expected: torch.Tensor) -> float:
     """``‖got − expected‖ / ‖expected‖`` in float64 (inf for other sizes; 0/0 is 0)."""
-    g = got.detach().to(torch.float64)
-    e = expected.detach().to(torch.float64)
+    g = real_view(got.detach()).to(torch.float64)
+    e = real_view(expected.detach()).to(torch.float64)
     if g.shape != e.shape:
         return math.inf
     return ratio(float((g - e).norm()), float(e.norm()))
@@ -211,7 +218,7 @@ def ratio(a: float, b: float) -> float:
 
 def largest(t: torch.Tensor) -> float:
     """The largest finite magnitude of a tensor (0 for an empty or all non-finite one)."""
-    values = t.detach()
+    values = real_view(t.detach())
     if not values.numel():
         return 0.0
     low, high = torch.aminmax(values)  # one pass, no temporary

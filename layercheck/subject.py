@@ -485,20 +485,27 @@ class Subject:
                 mod._buffers[key] = None if value is None else value.clone()
 
 
+_CASTS = {torch.float64: "double", torch.float32: "float", torch.float16: "half", torch.bfloat16: "bfloat16"}
+
+
 def _moved(layer: nn.Module, where: torch.device, dtype: torch.dtype | None) -> nn.Module:
-    """``layer.to(where, dtype)`` as a GPU would see it. On a GPU (and for a dtype) ``.to()``
+    """``layer.to(where, dtype)`` as a user casts and a GPU would see it. A cast is the user's
+    ``layer.double()`` (``.float()``, ``.half()``): floating tensors only, where ``.to(dtype)``
+    would also turn complex weights real and drop their imaginary parts. On a GPU (and for a dtype) ``.to()``
     keeps every Parameter and buffer object and replaces its data, so a layer that also keeps
     references to them in a plain dict or list (ncps' LTC keeps its parameters in ``_params``)
     reads the moved ones; moving to meta makes new objects, so such references are pointed at
     them, or the meta device would blame the layer for what a GPU does not do."""
+    if dtype is not None:  # as layer.double() and .float() do: complex weights (FNO's) keep their dtype
+        layer = getattr(layer, _CASTS[dtype])() if dtype in _CASTS else layer.to(dtype=dtype)
     if where.type != "meta":
-        return layer.to(device=where, dtype=dtype)
+        return layer.to(device=where)
 
     def own(module: nn.Module) -> dict[str, torch.Tensor]:
         return {**dict(module.named_parameters(remove_duplicate=False)),
                 **dict(module.named_buffers(remove_duplicate=False))}
     before = own(layer)
-    layer = layer.to(device=where, dtype=dtype)
+    layer = layer.to(device=where)
     after = own(layer)
     swap = {id(old): after[name] for name, old in before.items() if name in after and after[name] is not old}
     if not swap:

@@ -34,7 +34,7 @@ from layercheck.sdk import (
     any_batch=True,
 )
 def dtype(ctx: Context) -> str:
-    """Casts the layer to the variant's type (``layer.to(dtype)``), feeds inputs of that
+    """Casts the layer to the variant's type (``layer.double()``, ``.float()``…), feeds inputs of that
     type, and requires every floating output of predict and forward, every gradient and
     every floating buffer afterwards to have that type. Integer outputs and buffers (an
     index, BatchNorm's ``num_batches_tracked``) are left alone.

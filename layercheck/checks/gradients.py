@@ -385,7 +385,10 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
     run.outputs[:] = [y.to("meta") for y in run.outputs]
     fd.excluded = {slot for slot, g in enumerate(run.grads) if g is None}
     traced = trace(fn) if traced is None else traced
-    fd.precision = precision or traced.lowest
+    # a complex64 parameter of a float64 copy (layer.double() leaves complex weights alone) is
+    # differenced through its float32 real view: at float32's precision, as a float32 island is
+    points = [t.dtype for t in fn.point if t.is_floating_point()]
+    fd.precision = precision or max([traced.lowest, *points], key=lambda d: torch.finfo(d).eps)
     try:
         fd.check_stable()
     except Unstable as exc:
@@ -975,7 +978,13 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
     if verdict.passed:
         for note in _dead_tensors(ctx, ref):
             ctx.note(note)
-        if verdict.precision != torch.float64:
+        complex_low = [name for name, t in zip(names, ref.fd.fn.point) if t.is_floating_point()
+                       and t.dtype != torch.float64]
+        if complex_low:
+            ctx.note(f"{', '.join(complex_low)} stay(s) complex64 in the float64 copy (layer.double() casts floating "
+                     "tensors only): differenced through its float32 real and imaginary parts, so the gradient check "
+                     f"was done at float32's precision")
+        elif verdict.precision != torch.float64:
             ctx.note(f"the layer computes in {dtype_name(verdict.precision)} inside even in float64 (a .float() or "
                      f"a {dtype_name(verdict.precision)} constant): its float64 gradients are as precise as that "
                      "allows, and the gradient check was done at that precision")

@@ -12,6 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from layercheck.compare import real_view
 from layercheck.errors import LayerRaised
 from layercheck.numerics.engine import Moved, NotDifferentiable, chunk_sums, materialized
 from layercheck.subject import Mode, Outputs, Subject, backpropagate, backward_nodes, seeded, user_trace
@@ -116,7 +117,10 @@ class LayerFunction:
         self.input_slots = [i for i, x in enumerate(self.inputs) if x.is_floating_point()
                             and (i >= len(specs) or specs[i].takes_grad)]
         self.names = [f"input {i}" for i in self.input_slots] + [f"parameter {n!r}" for n, _ in self.parameters]
-        self.point = [self.inputs[i] for i in self.input_slots] + [p.detach().clone() for _, p in self.parameters]
+        # a complex parameter (a Fourier layer's weights) is differenced as its real and imaginary
+        # parts: its real view, and its gradient's (PyTorch's .grad of z is dL/dRe z + i dL/dIm z)
+        self.point = [self.inputs[i] for i in self.input_slots] + [real_view(p).detach().clone()
+                                                                    for _, p in self.parameters]
         # the interval each slot must stay in when differenced (Note [domains] in engine.py)
         self.domains = [specs[i].values.domain if i < len(specs) else None for i in self.input_slots]
         self.domains += [None] * len(self.parameters)
@@ -168,9 +172,9 @@ class LayerFunction:
             with torch.no_grad():
                 for (_, p), value in zip(self.parameters, values[offset:]):
                     if isinstance(value, Moved) and _addable(value):
-                        torch.add(value.value, value.direction, alpha=value.step, out=p)
+                        torch.add(value.value, value.direction, alpha=value.step, out=real_view(p))
                     else:
-                        p.copy_(value.tensor() if isinstance(value, Moved) else value)
+                        real_view(p).copy_(value.tensor() if isinstance(value, Moved) else value)
             for (_, p), flag in zip(self.parameters, requires[offset:]):
                 p.requires_grad_(flag)
             slots = leaves + [p for _, p in self.parameters]
@@ -213,7 +217,7 @@ class LayerFunction:
         """Put the parameters and the state back at the point."""
         with torch.no_grad():
             for (_, p), value in zip(self.parameters, self.point[len(self.input_slots):]):
-                p.copy_(value)
+                real_view(p).copy_(value)
         self.subject.rewind(self.state)
 
     def gradient(self, cotangents: Sequence[torch.Tensor | None] | Callable[[list[torch.Tensor]], list[torch.Tensor]],
@@ -227,20 +231,30 @@ class LayerFunction:
         (see :meth:`call`), ``watch(outputs)`` around the backward. Raises LayerRaised (phase
         "forward" or "backward")."""
         requires = [True] * len(self) if requires is None else list(requires)
-        outputs, leaves = self.call(requires=requires, around=around)
-        if self.cut:
-            _cut(outputs, self.cut)
-        given = list(cotangents(outputs) if callable(cotangents) else cotangents)
-        if len(given) != len(outputs):
-            raise ValueError(f"{len(given)} cotangents for {len(outputs)} floating outputs")
-        # a copy of each cotangent: a backward that writes into grad_output must not change ours
-        pairs = [(y, w.to(y.dtype, copy=True)) for y, w in zip(outputs, given) if w is not None and y.requires_grad]
-        values = [y.detach().clone() for y in outputs]  # before backward, which may write into a saved output
-        grads: list[torch.Tensor | None] = [None] * len(self)
-        if pairs and any(requires):
-            with seeded(self.subject.target.seed, self.subject.device), (watch or _no_watch)(outputs), \
-                    self._widening():
-                grads = backpropagate(pairs, leaves)
+        # a frozen parameter stays frozen through backward, as in training: a non-reentrant
+        # checkpoint recomputes the forward there and refuses a graph that differs from its own
+        frozen = [p.requires_grad for _, p in self.parameters]
+        for (_, p), flag in zip(self.parameters, requires[len(self.input_slots):]):
+            p.requires_grad_(flag)
+        try:
+            outputs, leaves = self.call(requires=requires, around=around)
+            if self.cut:
+                _cut(outputs, self.cut)
+            given = list(cotangents(outputs) if callable(cotangents) else cotangents)
+            if len(given) != len(outputs):
+                raise ValueError(f"{len(given)} cotangents for {len(outputs)} floating outputs")
+            # a copy of each cotangent: a backward that writes into grad_output must not change ours
+            pairs = [(y, w.to(y.dtype, copy=True)) for y, w in zip(outputs, given)
+                     if w is not None and y.requires_grad]
+            values = [y.detach().clone() for y in outputs]  # before backward, which may write into a saved output
+            grads: list[torch.Tensor | None] = [None] * len(self)
+            if pairs and any(requires):
+                with seeded(self.subject.target.seed, self.subject.device), (watch or _no_watch)(outputs), \
+                        self._widening():
+                    grads = [None if g is None else real_view(g) for g in backpropagate(pairs, leaves)]
+        finally:
+            for (_, p), flag in zip(self.parameters, frozen):
+                p.requires_grad_(flag)
         return Backprop(grads, values, [y.requires_grad for y in outputs], given, list(self.positions))
 
     def terms(self, values: Sequence[torch.Tensor | Moved], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -322,7 +336,7 @@ class GradientFunction:
     def terms(self, values: Sequence[torch.Tensor | Moved], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
         """Partial sums of <first gradient, u> in float64: shape (1, CHUNKS)."""
         grads, _ = self.first(materialized(values))
-        flat = torch.cat([(torch.zeros_like(v) if g is None else g.detach()).to(torch.float64).reshape(-1)
+        flat = torch.cat([(torch.zeros_like(v) if g is None else real_view(g.detach())).to(torch.float64).reshape(-1)
                           for g, v in zip(grads, self.fn.point)])
         return chunk_sums(flat, cotangents[0]).unsqueeze(0)
 
@@ -351,7 +365,7 @@ class GradientFunction:
                     raise LayerRaised("double backward", exc, user_trace(exc)) from exc
         finally:
             self.fn.reset()
-        return [None if g is None else g.detach() for g in found]
+        return [None if g is None else real_view(g.detach()) for g in found]
 
     def _split(self, flat: torch.Tensor) -> list[torch.Tensor]:
         return list(flat.split([v.numel() for v in self.fn.point]))
