@@ -497,7 +497,8 @@ def _moved(layer: nn.Module, where: torch.device, dtype: torch.dtype | None) -> 
     reads the moved ones; moving to meta makes new objects, so such references are pointed at
     them, or the meta device would blame the layer for what a GPU does not do."""
     if dtype is not None:  # as layer.double() and .float() do: complex weights (FNO's) keep their dtype
-        layer = getattr(layer, _CASTS[dtype])() if dtype in _CASTS else layer.to(dtype=dtype)
+        # nn.Module's own method: an attribute of the layer named float or half would shadow it
+        layer = getattr(nn.Module, _CASTS[dtype])(layer) if dtype in _CASTS else layer.to(dtype=dtype)
     if where.type != "meta":
         return layer.to(device=where)
 
