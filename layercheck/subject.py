@@ -489,13 +489,13 @@ _CASTS = {torch.float64: "double", torch.float32: "float", torch.float16: "half"
 
 
 def _moved(layer: nn.Module, where: torch.device, dtype: torch.dtype | None) -> nn.Module:
-    """``layer.to(where, dtype)`` as a user casts and a GPU would see it. A cast is the user's
-    ``layer.double()`` (``.float()``, ``.half()``): floating tensors only, where ``.to(dtype)``
-    would also turn complex weights real and drop their imaginary parts. On a GPU (and for a dtype) ``.to()``
-    keeps every Parameter and buffer object and replaces its data, so a layer that also keeps
-    references to them in a plain dict or list (ncps' LTC keeps its parameters in ``_params``)
-    reads the moved ones; moving to meta makes new objects, so such references are pointed at
-    them, or the meta device would blame the layer for what a GPU does not do."""
+    """The layer cast to ``dtype`` as users cast one, and moved to ``where`` as a GPU would see
+    it. The cast is ``layer.double()`` (``.float()``, ``.half()``): floating tensors only, where
+    ``.to(dtype)`` would also turn complex weights real and drop their imaginary parts. On a
+    GPU ``.to()`` keeps every Parameter and buffer object and replaces its data, so a layer that
+    also keeps references to them in a plain dict or list (ncps' LTC keeps its parameters in
+    ``_params``) reads the moved ones; moving to meta makes new objects, so such references are
+    pointed at them, or the meta device would blame the layer for what a GPU does not do."""
     if dtype is not None:  # as layer.double() and .float() do: complex weights (FNO's) keep their dtype
         # nn.Module's own method: an attribute of the layer named float or half would shadow it
         layer = getattr(nn.Module, _CASTS[dtype])(layer) if dtype in _CASTS else layer.to(dtype=dtype)
