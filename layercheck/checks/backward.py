@@ -279,9 +279,11 @@ def _compose(ctx: Context) -> str:
     alone2 = _alone(ctx, inputs2, ws)
     names, expected, actual = [], [], []
     for i in range(n):
-        for label, composed, alone in ((f"input {i} of the first use", grads[i], alone1[i]),
-                                       (f"input {i} of the second use", grads[n + i], alone2[i])):
-            if composed is not None and alone is not None and not (carried and label.endswith("first use")):
+        uses = [(f"input {i} of the second use", grads[n + i], alone2[i])]
+        if not carried:
+            uses.insert(0, (f"input {i} of the first use", grads[i], alone1[i]))
+        for label, composed, alone in uses:
+            if composed is not None and alone is not None:
                 names.append(f"gradient of {label}")
                 expected.append(alone)
                 actual.append(composed)

@@ -484,7 +484,7 @@ def _surrogate_functions(ctx: Context, fn: LayerFunction, first: Reference) -> R
         return None
     ref.surrogate_only = [name for name, g, cut in zip(fn.names, first.run.grads, ref.run.grads)
                           if _nonzero(g) and not _nonzero(cut)]
-    functions = ", ".join(f.__qualname__ for f in fn.cut)
+    functions = _cut_names(fn)
     ref.surrogate = (
         f"the layer's autograd.Function {functions} computes a step in its forward (a value piecewise constant in the "
         "inputs and parameters: a spike, a sign, a rounding) and passes a gradient in its backward: a surrogate "
@@ -515,6 +515,11 @@ def _straight_through(ctx: Context, fn: LayerFunction, first: Reference) -> Refe
 
 def _nonzero(grad: torch.Tensor | None) -> bool:
     return grad is not None and bool(grad.abs().sum() > 0)
+
+
+def _cut_names(fn: LayerFunction) -> str:
+    """The surrogate Functions whose gradient ``fn`` takes as zero (Note [surrogate gradients])."""
+    return ", ".join(f.__qualname__ for f in fn.cut)
 
 
 def _held(ctx: Context, fn: LayerFunction, first: Reference) -> Reference | None:
@@ -1004,7 +1009,7 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         return message, details
     if ref.surrogate is not None:
         details["surrogate"] = ref.surrogate
-        functions = ", ".join(f.__qualname__ for f in ref.fd.fn.cut)
+        functions = _cut_names(ref.fd.fn)
         raise _disagreement(ref, f"{ref.surrogate}. With the gradient through {functions} taken as zero, float64 "
                             "analytic gradients", details)
     for kind, why in (("straight_through", ref.straight_through), ("widened", ref.widened)):
@@ -1024,7 +1029,7 @@ def _note_surrogates(ctx: Context, ref: Reference, judged: list[str], details: d
     assert ref.surrogate is not None
     details["surrogate"] = ref.surrogate
     details["surrogate_only"] = ref.surrogate_only
-    functions = ", ".join(f.__qualname__ for f in ref.fd.fn.cut)
+    functions = _cut_names(ref.fd.fn)
     if set(judged) <= set(ref.surrogate_only):
         raise CheckSkipped(f"{ref.surrogate[0].lower()}{ref.surrogate[1:]}; every tensor takes its gradient only "
                            f"through {functions}, so nothing else is left to judge")
@@ -1070,7 +1075,7 @@ def _surrogates(ref: Reference) -> list[int]:
     for finding in wrong:
         slot = names.index(finding.name)
         grad = grads[slot]
-        if grad is None or not bool(grad.abs().sum() > 0):
+        if not _nonzero(grad):
             continue
         try:
             near = [fd.compare(Probe(d, ref.verdict.step, slot), grads, ref.verdict.tolerance)

@@ -187,10 +187,12 @@ class _Recorder(TorchDispatchMode):
         grad = torch.is_grad_enabled()
         if grad and any(_storage(t) in self.stopped for t in inputs):
             self.stopped_uses.append(str(func.__name__ if hasattr(func, "__name__") else func))
+        tainted = [t for t in inputs if t.is_floating_point() and t in self.tainted]
         if self.forward:  # what the layer computes; the backward's detaches are no estimator's
-            self._follow_steps(func, inputs, out, grad)
-            self._follow_constants(func, inputs, out)
-        if any(t.is_floating_point() and t in self.tainted for t in inputs):
+            name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+            self._follow_steps(name, inputs, tainted, out, grad)
+            self._follow_constants(name, inputs, tainted, out)
+        if tainted:
             stopped = not grad and self.explicit_no_grad
             for t in tree_leaves(out):
                 if isinstance(t, torch.Tensor) and t.is_floating_point():
@@ -203,14 +205,14 @@ class _Recorder(TorchDispatchMode):
                         self.lowest = t.dtype
         return out
 
-    def _follow_steps(self, func: Any, inputs: list[torch.Tensor], out: Any, grad: bool) -> None:
+    def _follow_steps(self, name: str, inputs: list[torch.Tensor], tainted: list[torch.Tensor], out: Any,
+                      grad: bool) -> None:
         """Note [straight-through estimators]: mark what a step computes from the inputs, and
         record a detach of such a value, one used beside such a value, and a detached
         difference added back to one of its terms. A detach counts once its value is used:
         autograd detaches the outputs it saves for backward (sigmoid's, exp's) through the
         same operation, and those are never used by the forward."""
         step = next((found for t in inputs if (found := self._step_of(t)) is not None), None)
-        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
         used = [self.detached[id(t)] for t in inputs if id(t) in self.detached] if self.detached else []
         if grad and used:
             for detached in used:
@@ -224,7 +226,6 @@ class _Recorder(TorchDispatchMode):
                 self.straight_through.append(step)  # y_hard - y_soft.detach(): a detached value beside a step
             elif name in _SUMS and any(_storage(t) in d.terms for t in inputs for d in used):
                 self.straight_through.append("a detached difference added back")  # x + (f(x) - x).detach()
-        tainted = any(t.is_floating_point() and t in self.tainted for t in inputs)
         if not tainted and step is None:
             return
         if name == "detach" and grad and tainted:
@@ -245,17 +246,17 @@ class _Recorder(TorchDispatchMode):
             elif name in _STEPS or not (t.is_floating_point() or t.is_complex()):
                 self.stepped.set(t, name)  # a rounding; an argmax, a comparison
 
-    def _follow_constants(self, func: Any, inputs: list[torch.Tensor], out: Any) -> None:
+    def _follow_constants(self, name: str, inputs: list[torch.Tensor], tainted: list[torch.Tensor],
+                          out: Any) -> None:
         """Note [surrogate gradients] in checks/gradients.py: mark what is computed from the inputs
         through steps only — a comparison, a rounding, and what follows from those alone — and
         record the Functions that return such a value requiring grad."""
         constant = [t for t in inputs if self._constant(t)]
         for t in constant:
             self.surrogate(t)
-        smooth = any(t.is_floating_point() and t in self.tainted and not self._constant(t) for t in inputs)
+        smooth = any(not self._constant(t) for t in tainted)
         if not smooth and not constant:
             return
-        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
         for t in tree_leaves(out):
             if not isinstance(t, torch.Tensor):
                 continue
