@@ -26,6 +26,22 @@ Note [rounding floor]
     by the sum of their coefficients' magnitudes (``path_allowance(combined=)``). The runs
     are made only when a comparison would fail without the floor.
 
+    The other side of a comparison may round more than the shared run does: another summation
+    order is another error, not only another draw of the same one. At 14 observations of
+    16,8,24,24 SimpleASPP's channels-last float32 bias gradients (zero in float64) are up to
+    sixteen times further from zero than the contiguous ones, and they differed from the
+    contiguous ones by 11-20 times the contiguous run's spread for 3 of 4 initialisations: the
+    channels-last run's perturbed spread was no larger, as perturbing the inputs by one unit in
+    the last place hardly moves the rounding of a long float32 sum, whose partial sums round at
+    bits far above the perturbation. So where the first floor is not enough and the check names
+    its other side as an ``InputPath`` (the same run on inputs stored another way), the rounding
+    of each side is measured directly: its float32 run against its float64 run at the same point
+    (the float32 inputs and parameters widened). Where both float64 runs give the tensor as zero
+    (its largest magnitude at most CANCELLED of the float32 distance), the floor is SAFETY times
+    the larger distance. Elsewhere a float32 run far from its float64 run is no rounding but a
+    bug of the float32 path, which such a floor would hide: there the floor is the other side's
+    perturbation spread.
+
     Why SAFETY = 8: measured on conv+BatchNorm2d, Linear+BatchNorm1d and Conv1d+InstanceNorm1d
     at seeds 0-2, the largest difference between channels-last and contiguous (and between
     float32 and float64) bias gradients was 3.4 times the larger of the two spreads. For an
@@ -41,12 +57,16 @@ Note [rounding floor]
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from layercheck.compare import EXACT, Allowance, AllowanceFor, scaled_allowance
+from layercheck.compare import EXACT, Allowance, AllowanceFor, largest, scaled_allowance
 from layercheck.context import Context
+from layercheck.errors import LayerRaised
+from layercheck.layout import Layout
 from layercheck.registry import SharedRun
 from layercheck.runs import (
     FORWARD,
@@ -62,6 +82,7 @@ from layercheck.subject import Subject
 SAFETY = 8.0
 PERTURBATIONS = 4
 TRIMMED = 10_000
+CANCELLED = 1e-3
 
 
 @dataclass(frozen=True)
@@ -72,6 +93,15 @@ class Spread:
 
     largest: dict[str, float]  # the largest elementwise |A − B| (trimmed for large tensors)
     norms: dict[str, float]  # ‖A − B‖
+    # the largest magnitude of B, where B is a float64 run (float64_error): whether a tensor is
+    # zero by cancellation, its float32 values nothing but the rounding of terms that cancel
+    magnitudes: dict[str, float] = field(default_factory=dict)
+
+    def cancelled(self, name: str) -> bool:
+        """Whether the float64 run gives ``name`` as zero (its largest magnitude at most CANCELLED
+        of the float32 run's distance from it): rounding is all the float32 run has there."""
+        error = self.largest.get(name, 0.0)
+        return error > 0 and self.magnitudes.get(name, math.inf) <= CANCELLED * error
 
     def floor(self, name: str) -> float:
         """The absolute allowance for one element of ``name`` (Note [rounding floor])."""
@@ -86,26 +116,66 @@ SOURCE = f"{SAFETY:g}x the spread between two float32 roundings of this tensor"
 """How a failure message names where the floor comes from."""
 
 
-def spread(ctx: Context, run: SharedRun) -> Spread:
-    """The rounding spread of the shared float32 ``run`` (PREDICT or FORWARD), computed once per
-    target."""
+@dataclass(frozen=True)
+class InputPath:
+    """Another way of running a shared run: the layer's inputs stored another way (``inputs``
+    turns each generated input, with its layout, into the one the layer gets), named by
+    ``label`` ("channels-last")."""
+
+    label: str
+    inputs: Callable[[torch.Tensor, Layout], torch.Tensor]
+
+
+def spread(ctx: Context, run: SharedRun, path: InputPath | None = None) -> Spread:
+    """The rounding spread of the shared float32 ``run`` (PREDICT or FORWARD), or of the same
+    run along ``path``, computed once per target."""
     ctx.use(run)
-    return ctx.shared(("rounding spread", run.name), lambda: _measure(ctx, run))
+    key = ("rounding spread", run.name) if path is None else ("rounding spread", run.name, path.label)
+    return ctx.shared(key, lambda: _measure(ctx, run, path))
 
 
-def _measure(ctx: Context, run: SharedRun) -> Spread:
-    reference = reference_forward(ctx) if run is FORWARD else reference_predict(ctx)
+def _measure(ctx: Context, run: SharedRun, path: InputPath | None) -> Spread:
+    if path is None:
+        reference = reference_forward(ctx) if run is FORWARD else reference_predict(ctx)
+    else:
+        subject = ctx.fresh()
+        reference = _run(ctx, run, subject, subject.inputs(), path)
+    return _distances(reference, [_run(ctx, run, *_perturbed(ctx, k), path) for k in range(PERTURBATIONS)])
+
+
+def float64_error(ctx: Context, run: SharedRun, path: InputPath | None = None) -> Spread | None:
+    """How far the float32 ``run`` (PREDICT or FORWARD, along ``path``) lands from the same run
+    of the float64 copy at the same point (the float32 inputs and parameters widened): its
+    rounding error itself, per named tensor. None when the float64 copy raises or returns other
+    tensors. Computed once per target."""
+    ctx.use(run)
+    key = ("float64 error", run.name, None if path is None else path.label)
+    return ctx.shared(key, lambda: _float64_error(ctx, run, path))
+
+
+def _float64_error(ctx: Context, run: SharedRun, path: InputPath | None) -> Spread | None:
+    subject = ctx.fresh()
+    inputs = subject.inputs()
+    wide = [x.detach().to(torch.float64) if x.is_floating_point() else x for x in inputs]
+    low = _run(ctx, run, subject, inputs, path)
+    try:
+        high = _run(ctx, run, ctx.fresh(torch.float64), wide, path)
+    except LayerRaised:
+        return None
+    names, values = _named(high)
+    if names != _named(low)[0]:
+        return None
+    return replace(_distances(low, [high]), magnitudes={
+        name: largest(value) for name, value in zip(names, values) if value.is_floating_point()})
+
+
+def _distances(reference: Run, others: list[Run]) -> Spread:
+    """Per named tensor of ``reference``, the largest elementwise distance from each of ``others``
+    (trimmed for large tensors) and the largest distance in norm."""
     names, values = _named(reference)
     largest: dict[str, float] = dict.fromkeys(names, 0.0)
     norms: dict[str, float] = dict.fromkeys(names, 0.0)
-    for k in range(PERTURBATIONS):
-        subject, inputs = _perturbed(ctx, k)
-        if run is FORWARD:
-            for spec, x in zip(ctx.target.specs, inputs):
-                x.requires_grad_(spec.takes_grad)
-            other = forward_run(ctx, subject, inputs)
-        else:
-            other = predict_run(subject, inputs)
+    for other in others:
         other_names, other_values = _named(other)
         if other_names != names:
             continue  # the perturbation changed what the layer returns: nothing to learn from it
@@ -117,6 +187,17 @@ def _measure(ctx: Context, run: SharedRun) -> Spread:
             largest[name] = max(largest[name], _robust_max(difference))
             norms[name] = max(norms[name], float(difference.norm()))
     return Spread(largest, norms)
+
+
+def _run(ctx: Context, run: SharedRun, subject: Subject, inputs: list[torch.Tensor], path: InputPath | None) -> Run:
+    """The shared ``run`` of ``subject`` on ``inputs`` (taken along ``path``)."""
+    if path is not None:
+        inputs = [path.inputs(x, spec.layout).detach() for spec, x in zip(ctx.target.specs, inputs)]
+    if run is not FORWARD:
+        return predict_run(subject, inputs)
+    for spec, x in zip(ctx.target.specs, inputs):
+        x.requires_grad_(spec.takes_grad)
+    return forward_run(ctx, subject, inputs)
 
 
 def _named(run: Run) -> tuple[list[str], list[torch.Tensor]]:
@@ -161,14 +242,17 @@ def _robust_max(difference: torch.Tensor) -> float:
     return float(flat.kthvalue(flat.numel() - trim).values)
 
 
-def path_allowance(ctx: Context, run: SharedRun | None = None, *, combined: float = 1.0) -> AllowanceFor:
+def path_allowance(ctx: Context, run: SharedRun | None = None, *, combined: float = 1.0,
+                   path: InputPath | None = None) -> AllowanceFor:
     """The allowance of a check that compares the same math along another path: its declared
     (or overridden) relative tolerance for the tensor's dtype, the absolute part scaled to the
     tensor's largest magnitude (compare.scaled_allowance), and for float32 tensors of the
     shared ``run`` (PREDICT or FORWARD) the rounding floor measured on the layer (Note
-    [rounding floor]). ``combined``: the sum of the magnitudes of the runs' coefficients when a
-    comparison combines several runs (−1.75·g(w1) + 0.5·g(w2) against g(−1.75·w1 + 0.5·w2)
-    carries 1.75 + 0.5 + 1.82 runs' rounding), by which the floor is multiplied."""
+    [rounding floor]): that run's, and where that is not enough and the other side is the run
+    along ``path``, the larger spread of the two sides. ``combined``: the sum of the magnitudes
+    of the runs' coefficients when a comparison combines several runs (−1.75·g(w1) + 0.5·g(w2)
+    against g(−1.75·w1 + 0.5·w2) carries 1.75 + 0.5 + 1.82 runs' rounding), by which the floor
+    is multiplied."""
     source = SOURCE if combined == 1.0 else f"{SOURCE}, times {combined:.3g} for the runs combined"
 
     def allowance(name: str, expected: torch.Tensor) -> Allowance:
@@ -178,9 +262,32 @@ def path_allowance(ctx: Context, run: SharedRun | None = None, *, combined: floa
         allowed = scaled_allowance(expected, ctx.tolerance(dtype))
         if run is None or dtype != torch.float32:
             return allowed
-        return replace(allowed, refine=lambda: allowed.with_floor(combined * spread(ctx, run).floor(name), source))
+
+        def floored() -> Allowance:
+            measured = allowed.with_floor(combined * spread(ctx, run).floor(name), source)
+            if path is None:
+                return measured
+            return replace(measured, refine=lambda: replace(measured, refine=None).with_floor(
+                *_either_side(ctx, run, path, name)))
+
+        return replace(allowed, refine=floored)
 
     return allowance
+
+
+def _either_side(ctx: Context, run: SharedRun, path: InputPath, name: str) -> tuple[float, str]:
+    """The floor of ``name`` from the rounding of both sides of a comparison of ``run`` with the
+    same run along ``path`` (Note [rounding floor]), and where it comes from: where the float64
+    runs of both sides give ``name`` as zero, each side's float32 run's distance from its float64
+    run; otherwise (a tensor that is not zero, where a float32 run far from the float64 one is a
+    bug, not rounding; a layer without a float64 run) the other side's spread."""
+    mine, theirs = float64_error(ctx, run), float64_error(ctx, run, path)
+    if mine is not None and theirs is not None and mine.cancelled(name) and theirs.cancelled(name):
+        return (max(mine.floor(name), theirs.floor(name)),
+                f"{SAFETY:g}x the larger distance of either side's float32 run from its float64 run, which gives "
+                "zero")
+    return (spread(ctx, run, path).floor(name),
+            f"{SAFETY:g}x the spread between two float32 roundings with {path.label} inputs")
 
 
 def gradient_norm_floor(ctx: Context, name: str, dtype: torch.dtype = torch.float32) -> float:

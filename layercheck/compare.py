@@ -45,7 +45,8 @@ class Allowance:
     rounding of the terms that cancelled, which no multiple of its own size bounds.
     ``source`` says where ``floor`` comes from, for the failure message. ``refine``, when
     given, makes the allowance that applies when this one is exceeded (a floor that costs
-    runs of the layer to measure is measured only when a comparison needs it)."""
+    runs of the layer to measure is measured only when a comparison needs it), which may have
+    a ``refine`` of its own."""
 
     rtol: float
     atol: float
@@ -126,7 +127,7 @@ def assert_close(
                               f"({want})", tensor=name)
         allowed = allowance(name, e) if callable(allowance) else allowance
         found = mismatch(e, a, allowed)
-        if found is not None and allowed.refine is not None:
+        while found is not None and allowed.refine is not None:
             allowed = allowed.refine()
             found = mismatch(e, a, allowed)
         if found is not None:

@@ -30,6 +30,9 @@ from layercheck.errors import CheckFailed
 from layercheck.registry import SharedRun, Tolerance, readers_of
 from layercheck.subject import Outputs, Subject, backpropagate, seeded, standard_normal
 
+REQUIRES_GRAD_SWITCHED = "given without requires_grad, it requires grad after the call"
+"""How :func:`input_change` names an input whose gradient the layer switched on."""
+
 PREDICT = SharedRun("predict", ("predict_runs",))
 """Predict (eval, no grad) of a fresh float32 layer on the generated inputs."""
 FORWARD = SharedRun("forward and backward", ("forward_runs", "backward_runs"))
@@ -103,11 +106,19 @@ def forward_run(ctx: Context, subject: Subject, inputs: Sequence[torch.Tensor] |
 
 
 def input_change(originals: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> str | None:
-    """How a call changed the inputs it was given (size, strides or values), or None."""
+    """How a call changed the inputs it was given (size, strides, values, or a gradient switched
+    on), or None."""
     for i, (old, new) in enumerate(zip(originals, inputs)):
         if new.shape != old.shape or new.stride() != old.stride():
             return (f"input {i}: size {tuple(old.shape)} (strides {old.stride()}) became {tuple(new.shape)} "
                     f"(strides {new.stride()}), an in-place reshape (unsqueeze_, t_, resize_)")
+        if new.requires_grad and new.is_leaf and not old.requires_grad:
+            # x.requires_grad_() on the caller's tensor (to take a gradient inside forward): the
+            # caller's own in-place writes to it then raise, and every backward fills its .grad
+            return (f"input {i}: {REQUIRES_GRAD_SWITCHED}: the layer called requires_grad_() on the caller's "
+                    "tensor (to take a gradient inside forward?), so the caller's in-place writes to it now raise "
+                    "(a leaf that requires grad) and backward fills its .grad. Fix: take the gradient of a copy, "
+                    "x = x.detach().requires_grad_() where x does not require grad")
         if not torch.equal(old, new.detach()):
             found = mismatch(old, new, Allowance(0.0, 0.0))
             if found is not None:

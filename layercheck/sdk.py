@@ -14,7 +14,7 @@ itself cannot complete. Only the runner turns these into results.
 from __future__ import annotations
 
 from layercheck.calibration import SOURCE as FLOOR_SOURCE
-from layercheck.calibration import Spread, gradient_norm_floor, path_allowance, spread
+from layercheck.calibration import InputPath, Spread, gradient_norm_floor, path_allowance, spread
 from layercheck.compare import (
     DTYPES,
     EXACT,
@@ -58,6 +58,7 @@ from layercheck.result import label
 from layercheck.runs import (
     FORWARD,
     PREDICT,
+    REQUIRES_GRAD_SWITCHED,
     Run,
     assert_same_unless_random,
     comparable,
@@ -95,6 +96,7 @@ __all__ = [
     "FLOOR_SOURCE",
     "FORWARD",
     "PREDICT",
+    "REQUIRES_GRAD_SWITCHED",
     "Allowance",
     "AllowanceFor",
     "CheckError",
@@ -102,6 +104,7 @@ __all__ = [
     "CheckInfo",
     "CheckSkipped",
     "Context",
+    "InputPath",
     "LayerRaised",
     "Layout",
     "Mode",

@@ -17,9 +17,11 @@ from layercheck.sdk import (
     EXACT,
     FORWARD,
     PREDICT,
+    REQUIRES_GRAD_SWITCHED,
     CheckFailed,
     CheckSkipped,
     Context,
+    InputPath,
     LayerRaised,
     assert_close,
     assert_same_unless_random,
@@ -52,14 +54,17 @@ from layercheck.sdk import (
 )
 def input_unchanged(ctx: Context) -> str:
     """Compares every input after predict and after the training forward, with grad on and
-    off, with the values it was given: values, size and strides.
+    off, with the values it was given: values, size and strides, and whether it requires grad.
 
     A layer that writes into its input (``inplace=True`` activations, ``x.clamp_()``,
     ``x.data`` writes, ``x.unsqueeze_()``) silently corrupts the caller's tensor: a skip
     connection or a second branch that reads it gets the wrong values. (On a leaf that
     requires grad PyTorch refuses the write, and forward_runs reports it; inside a network
     inputs are not leaves and nothing stops it.) Fix: the out-of-place operation
-    (``torch.relu(x)``, ``inplace=False``).
+    (``torch.relu(x)``, ``inplace=False``). A layer that calls ``x.requires_grad_()`` on an
+    input given without grad (to take a gradient inside forward: marginals from a partition
+    function, forces from an energy) changes the caller's tensor too: its in-place writes then
+    raise and backward fills its ``.grad``. Fix: ``x.detach().requires_grad_()``.
     """
     calls = [("predict (grad off)", reference_predict(ctx)), ("forward (grad on)", reference_forward(ctx))]
     subject = ctx.fresh()
@@ -69,7 +74,8 @@ def input_unchanged(ctx: Context) -> str:
     changes.append(("forward (grad off)", input_change(subject.inputs(), inputs)))
     for call, change in changes:
         if change is not None:
-            raise CheckFailed(f"the layer wrote into its input during {call}: {change}", call=call)
+            what = "switched on the gradient of" if REQUIRES_GRAD_SWITCHED in change else "wrote into"
+            raise CheckFailed(f"the layer {what} its input during {call}: {change}", call=call)
     return f"{len(ctx.layouts)} input(s) unchanged by predict and forward, with grad on and off"
 
 
@@ -164,13 +170,36 @@ def _channels_last(x: torch.Tensor, layout: Layout | None = None) -> torch.Tenso
     """The same values stored with the layout's C dimension innermost (PyTorch's channels-last
     for 4-D and 5-D inputs), or dimension 1 where the layout has no C (a transposed tensor's
     storage): dense, not contiguous. An input whose C is innermost already (a BTC sequence)
-    stays contiguous: storing its T innermost instead would be no channels-last layout, only
-    a transpose a sequence layer is rarely handed."""
+    stays contiguous (:func:`_channels_first` stores it another way)."""
     if x.dim() < 2:
         return x
-    channel = layout.dim("C") if layout is not None and len(layout.size) == x.dim() else None
+    channel = _channel(x, layout)
     moved = 1 if channel is None else channel
-    order = [d for d in range(x.dim()) if d != moved] + [moved]
+    return _stored(x, [d for d in range(x.dim()) if d != moved] + [moved])
+
+
+def _channels_first(x: torch.Tensor, layout: Layout | None = None) -> torch.Tensor:
+    """For an input of three or more dimensions whose C is innermost already (a BTC or TBC
+    sequence, a BSSC image): the same values stored channels-first, B then C outermost, as a
+    Conv1d's (B, C, T) output transposed to (B, T, C) and handed on to a sequence layer (a
+    conformer's convolution module, a speech model's feature encoder). Any other input stays
+    as it is (:func:`_channels_last` stores it another way)."""
+    channel = _channel(x, layout)
+    if x.dim() < 3 or channel != x.dim() - 1:
+        return x
+    assert layout is not None
+    batch = layout.batch_dim
+    order = ([] if batch is None else [batch]) + [channel]
+    order += [d for d in range(x.dim()) if d not in order]
+    return _stored(x, order)
+
+
+def _channel(x: torch.Tensor, layout: Layout | None) -> int | None:
+    return layout.dim("C") if layout is not None and len(layout.size) == x.dim() else None
+
+
+def _stored(x: torch.Tensor, order: list[int]) -> torch.Tensor:
+    """The same values stored with the dimensions in ``order``, outermost first."""
     inverse = [order.index(d) for d in range(x.dim())]
     return x.permute(order).contiguous().permute(inverse)
 
@@ -178,12 +207,13 @@ def _channels_last(x: torch.Tensor, layout: Layout | None = None) -> torch.Tenso
 _LAYOUTS: tuple[tuple[str, Callable[[torch.Tensor, Layout | None], torch.Tensor]], ...] = (
     ("strided-view", lambda x, layout: _strided(x)),
     ("channels-last", _channels_last),
+    ("channels-first", _channels_first),
 )
 
 
 @check(
     "noncontiguous",
-    title="channels-last and strided-view inputs give the same outputs and gradients",
+    title="channels-last (channels-first for a BTC sequence) and strided-view inputs give the same results",
     uses=(PREDICT, FORWARD),
     tolerances=path_tolerances("relative difference between outputs, gradients and state with non-contiguous and "
                                "with contiguous inputs"),
@@ -193,7 +223,9 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Feeds the generated inputs stored two other ways and compares with contiguous
     inputs: predict outputs for a strided view (a slice of a wider tensor), forward
     outputs, gradients and state for channels-last (the layout's C dimension innermost, or
-    dimension 1 without a C; the strided view again where no input can be stored so).
+    dimension 1 without a C), or channels-first for an input whose C is innermost already (a
+    BTC sequence: a Conv1d's output transposed back); the strided view again where no input
+    can be stored so.
 
     Slices, transposes and ``channels_last`` models hand layers non-contiguous tensors;
     a layer that calls ``.view()`` where ``.reshape()`` is needed raises on them, and one
@@ -217,7 +249,7 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
                                           for spec, x in zip(ctx.target.specs, subject.inputs())])
     predict_compared = assert_same_unless_random(
         reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx),
-        allowance=path_allowance(ctx, PREDICT),
+        allowance=path_allowance(ctx, PREDICT, path=InputPath(predict_label, predict_make)),
         what=f"predict with {predict_label} inputs vs contiguous ones", names=output_names(reference_p.outputs))
     label, make = usable[-1]
     reference_f = reference_forward(ctx)
@@ -228,7 +260,8 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
         forwarded = forward_run(ctx, subject, inputs)
     names, expected, actual = comparable(reference_f, forwarded)
     forward_compared = assert_same_unless_random(
-        expected, actual, random=lambda: forward_is_random(ctx), names=names, allowance=path_allowance(ctx, FORWARD),
+        expected, actual, random=lambda: forward_is_random(ctx), names=names,
+        allowance=path_allowance(ctx, FORWARD, path=InputPath(label, make)),
         what=f"forward and backward with {label} inputs vs contiguous ones")
     random = [m for m, c in (("predict", predict_compared), ("forward", forward_compared)) if not c]
     note = f" (values of {' and '.join(random)} differ: the layer draws random numbers)" if random else ""
