@@ -249,7 +249,7 @@ def path_allowance(ctx: Context, run: SharedRun | None = None, *, combined: floa
     tensor's largest magnitude (compare.scaled_allowance), and for float32 tensors of the
     shared ``run`` (PREDICT or FORWARD) the rounding floor measured on the layer (Note
     [rounding floor]): that run's, and where that is not enough and the other side is the run
-    along ``path``, the larger spread of the two sides. ``combined``: the sum of the magnitudes
+    along ``path``, one from the rounding of both sides. ``combined``: the sum of the magnitudes
     of the runs' coefficients when a comparison combines several runs (−1.75·g(w1) + 0.5·g(w2)
     against g(−1.75·w1 + 0.5·w2) carries 1.75 + 0.5 + 1.82 runs' rounding), by which the floor
     is multiplied."""
