@@ -30,8 +30,9 @@ team wrote instead (THIRD_PARTY: entmax's sparsemax, entmax and bisection Functi
 memory-efficient-attention-pytorch's flash attention, pytorch_wavelets' 1-D and 2-D analysis
 filter banks, mambapy's parallel scan, MONAI's and timm's memory-efficient activations,
 linear_operator's (gpytorch's) solve and inverse quadratic form, revtorch's and reformer-pytorch's
-reversible stacks), each through a small layer of ours that loads the
-mutated copy of the module.
+reversible stacks, roma's special Procrustes by SVD and by Horn's quaternion eigenvector,
+torch_struct's checkpointing semiring, torchdiffeq's adjoint ODE solve), each through a small layer
+of ours that loads the mutated copy of the module.
 """
 
 from __future__ import annotations
@@ -402,8 +403,10 @@ def _saved_names(fn: ast.FunctionDef) -> set[str]:
 
 
 def _gradient_values(node: ast.AST) -> list[ast.AST]:
-    """The gradient expressions of one returned element: both sides of ``g if need else None``."""
-    if isinstance(node, ast.Constant) and node.value is None:
+    """The gradient expressions of one returned element: both sides of ``g if need else None``;
+    none in a starred one (torchdiffeq's ``*adj_params``: several gradients, which no edit of
+    the expression can negate or halve)."""
+    if (isinstance(node, ast.Constant) and node.value is None) or isinstance(node, ast.Starred):
         return []
     if isinstance(node, ast.IfExp):
         return _gradient_values(node.body) + _gradient_values(node.orelse)
@@ -572,6 +575,39 @@ THIRD_PARTY = [
      "    def forward(self, x):\n        return self.blocks(x)", ("2,4,6:BTC",)),
     *[(f"timm {name}", "timm.layers.activations_me", f"LAYER = M.{name}", ("2,3,4,4:BCSS",))
       for name in ("SwishMe", "MishMe", "HardSigmoidMe", "HardSwishMe", "HardMishMe")],
+    # the nearest rotation to a 3x3 matrix, by SVD and by Horn's quaternion eigenvector (each
+    # path calls one of the module's Functions; without regularization, whose backward adds a
+    # term that is by design no gradient)
+    *[(f"roma special_procrustes ({method})", "roma.mappings",
+       f"class LAYER(nn.Module):\n    def forward(self, m):\n        return M.special_procrustes(m, method={method!r})",
+       ("2,3,3:BUU",))
+      for method in ("svd", "horn")],
+    # a linear-chain CRF's log partition under the checkpointing semiring, built at each call
+    # (the semiring is a local class, which a layer holding it could not be pickled with), of a
+    # copy of the input: torch_struct calls requires_grad_() on the log-potentials it is given,
+    # which layercheck's input_unchanged reports on the caller's tensor
+    ("torch_struct CheckpointSemiring(LogSemiring)", "torch_struct.semirings.checkpoint",
+     "import torch_struct\n\n\nclass LAYER(nn.Module):\n    def forward(self, log_potentials):\n"
+     "        chain = torch_struct.LinearChain(M.CheckpointSemiring(torch_struct.LogSemiring))\n"
+     "        return chain.sum(log_potentials.clone())", ("2,3,2,2:BUUU",)),
+    # a neural ODE block through the adjoint method, fixed-step rk4, with time-dependent dynamics,
+    # returning the states at two times (its backward solves the adjoint ODE on the same grid,
+    # interval by interval, adding each time's incoming gradient; the module's relative imports
+    # find torchdiffeq's own, see third_party). The dynamics hold the parameters of the call: the
+    # backward calls them after the call has returned, when torch.func.functional_call
+    # (gradcheck's, here) has put the layer's own back, and a dynamics module reading its own
+    # would give zero parameter gradients.
+    ("torchdiffeq odeint_adjoint (rk4)", "torchdiffeq._impl.adjoint",
+     "class LAYER(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.hidden = nn.Linear(3, 4)\n        self.out = nn.Linear(4, 3)\n\n"
+     "    def forward(self, x):\n"
+     "        params = (self.hidden.weight, self.hidden.bias, self.out.weight, self.out.bias)\n\n"
+     "        def dynamics(t, y):\n"
+     "            return nn.functional.linear(torch.tanh(nn.functional.linear(y, *params[:2]) + t), *params[2:])\n\n"
+     "        t = torch.tensor([0.0, 0.5, 1.0], dtype=x.dtype, device=x.device)\n"
+     "        states = M.odeint_adjoint(dynamics, x, t, method='rk4', options={'step_size': 0.25}, "
+     "adjoint_params=params)\n"
+     "        return torch.cat((states[1], states[2]), dim=-1)", ("2,3:BC",)),
 ]
 SIBLING = """import importlib.util
 import sys
@@ -581,7 +617,7 @@ import torch
 from torch import nn
 
 _path = Path(__file__).with_name({file!r})
-_spec = importlib.util.spec_from_file_location(f"layercheck_mutant_{{abs(hash(str(_path)))}}", _path)
+_spec = importlib.util.spec_from_file_location(f"{package}layercheck_mutant_{{abs(hash(str(_path)))}}", _path)
 M = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = M
 _spec.loader.exec_module(M)
@@ -600,12 +636,19 @@ def third_party(folder: Path) -> list[Original]:
             missing.append(module.split(".")[0])
             continue
         wrapper = folder / f"layer{index}.py"
-        wrapper.write_text(SIBLING.format(file=mutated.name) + layer + "\n")
+        # A module with relative imports (torchdiffeq's adjoint.py: from .odeint import ...) is
+        # loaded as a module of its own package, so that they find the library's modules; the
+        # others under a top-level name of their own.
+        tree = ast.parse(mutated.read_text())
+        relative = any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
+        package = module.rpartition(".")[0] + "." if relative else ""
+        wrapper.write_text(SIBLING.format(file=mutated.name, package=package) + layer + "\n")
         found.append(Original(name, (wrapper, mutated), "LAYER", mutated, layouts))
     if missing:
         print(f"not installed, left out: {', '.join(dict.fromkeys(missing))} (pip install --no-deps entmax "
               "memory-efficient-attention-pytorch einops timm monai pytorch_wavelets PyWavelets mambapy revtorch "
-              "reformer-pytorch axial-positional-embedding linear_operator jaxtyping wadler_lindig)",
+              "reformer-pytorch axial-positional-embedding linear_operator jaxtyping wadler_lindig roma torch-struct "
+              "torchdiffeq scipy)",
               file=sys.stderr)
     return found
 
