@@ -12,6 +12,7 @@ from layercheck.sdk import (
     CheckFailed,
     CheckSkipped,
     Context,
+    LayerRaised,
     Mode,
     Outputs,
     Subject,
@@ -50,7 +51,8 @@ def state_valid(ctx: Context) -> str:
     """Compares every buffer after a predict and after a training forward with its value
     before: it must still exist, keep its dtype and device, hold finite values (where it
     did), be detached from the autograd graph, and keep its size unless it is resized to
-    the batch (a recurrent hidden state).
+    the batch (a recurrent hidden state) or takes its size on the first call and keeps it
+    on the next (a per-channel observer's scale, sized lazily: noted).
 
     Invalid state breaks the next call, not this one: a running statistic turned NaN, a
     buffer reassigned as float32 or on the CPU, or a hidden state that keeps the whole
@@ -82,8 +84,29 @@ def state_valid(ctx: Context) -> str:
                 buffers=graphs, mode=mode,
             )
         for name, old in initial.items():
-            _check_buffer(name, old, run.state.get(name), mode, batch)
+            new = run.state.get(name)
+            if (old is not None and new is not None and new.shape != old.shape
+                    and not _resized_to_batch(old, new, batch) and _keeps_size(ctx, Mode(mode), name, new.shape)):
+                ctx.note(f"state {name!r} takes its size on the first {mode} ({tuple(old.shape)} became "
+                         f"{tuple(new.shape)}) and keeps it on the next: sized lazily (a per-channel observer's "
+                         "scale); a checkpoint then loads into a fresh layer only if its load_state_dict takes the "
+                         "new size (FakeQuantize's resizes the buffer first)")
+                old = None  # judged as a buffer filled in by the call
+            _check_buffer(name, old, new, mode, batch)
     return f"{len(initial)} buffer(s) valid after predict and forward"
+
+
+def _keeps_size(ctx: Context, mode: Mode, name: str, size: torch.Size) -> bool:
+    """Whether a buffer that a call resized (not to the batch) keeps its new size through a
+    second call: sized lazily on the first call, not growing with every call (a history)."""
+    subject = ctx.fresh()
+    for _ in range(2):
+        try:
+            subject.call(mode, subject.inputs(requires_grad=mode is Mode.FORWARD))
+        except LayerRaised:
+            return False
+    after = subject.snapshot().get(name)
+    return after is not None and after.shape == size
 
 
 def _note_hidden_state(ctx: Context) -> None:
