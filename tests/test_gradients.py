@@ -732,3 +732,15 @@ def test_a_gradient_for_an_input_the_forward_ignores_is_no_surrogate() -> None:
     result = next(r for r in report.results if r.check == "gradients" and r.variant == "float64")
     assert result.status.value == "failed" and "input 1" in result.message, result.message
     assert "surrogates" not in result.details
+
+
+def test_a_fake_quantised_layer_is_skipped_with_the_reason() -> None:
+    """Quantisation-aware training's fake quantisation is piecewise constant with a straight-through
+    backward by definition: the gradient check says so instead of blaming rounding noise."""
+    from torch.ao.nn import qat
+    from torch.ao.quantization import get_default_qat_qconfig
+
+    torch.manual_seed(0)
+    report = check_layer(qat.Linear(7, 5, qconfig=get_default_qat_qconfig("fbgemm")), "4,7:BC", checks=["gradients"])
+    rows = [r for r in report.results if r.check == "gradients"]
+    assert rows and all(r.status.value == "skipped" and "fake-quantises" in r.message for r in rows), rows

@@ -407,6 +407,11 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
             verdict = judge(fd, run.grads, tolerance)
         except TooNoisy as exc:  # Note [widened islands]: no verdict at all at the island's step
             found = _widened(ctx, fn, run, str(exc)) if widens else None
+            if found is None and traced.quantizers:
+                raise CheckSkipped(
+                    f"the layer fake-quantises ({', '.join(traced.quantizers)}): its output is piecewise constant in "
+                    "what it quantises and its gradient there a straight-through estimate by definition, which "
+                    f"finite differences cannot judge ({exc})") from exc
             if found is None:
                 raise
             return found

@@ -49,6 +49,7 @@ Note [straight-through estimators]
 from __future__ import annotations
 
 import contextlib
+import re
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,6 +76,9 @@ class Trace:
     surrogates: tuple[type, ...] = ()
     # Note [approximate detaches] in checks/gradients.py: how many smooth values the layer detaches
     detached: int = 0
+    # fake quantisation (quantisation-aware training): operations whose output is piecewise constant
+    # in their input and whose backward is a straight-through estimate by definition
+    quantizers: tuple[str, ...] = ()
 
 
 def trace(fn: LayerFunction) -> Trace:
@@ -126,7 +130,7 @@ class Tracing:
         self._recorder = _Recorder()
         return Trace(recorder.lowest, tuple(dict.fromkeys(recorder.stopped_uses)),
                      tuple(dict.fromkeys(recorder.straight_through)), tuple(recorder.surrogates),
-                     recorder.smooth_detaches)
+                     recorder.smooth_detaches, tuple(recorder.quantizers))
 
 
 @contextlib.contextmanager
@@ -150,6 +154,9 @@ def _explicit_no_grad(recorder: _Recorder) -> Iterator[None]:
 # Note [straight-through estimators]: operations whose floating result is piecewise constant
 _STEPS = {"round", "floor", "ceil", "trunc", "sign", "sgn", "heaviside"}
 _SUMS = {"add", "sub", "rsub"}
+# fake quantisation: fake_quantize_per_tensor_affine(_cachemask), fused_moving_avg_obs_fake_quant's
+# _fused_moving_avg_obs_fq_helper, _fake_quantize_learnable_per_channel_affine, ...
+_QUANTIZING = re.compile(r"fake_quantize|fq_helper")
 
 
 class _Recorder(TorchDispatchMode):
@@ -175,6 +182,7 @@ class _Recorder(TorchDispatchMode):
         # such a value requiring grad
         self.constant = _Storages()  # value: True
         self.surrogates: dict[type, None] = {}
+        self.quantizers: dict[str, None] = {}  # fake-quantising operations the forward ran
 
     def taint(self, tensors: list[torch.Tensor]) -> None:
         for t in tensors:
@@ -192,6 +200,8 @@ class _Recorder(TorchDispatchMode):
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
             self._follow_steps(name, inputs, tainted, out, grad)
             self._follow_constants(name, inputs, tainted, out)
+            if tainted and _QUANTIZING.search(name):
+                self.quantizers[name] = None
         if tainted:
             stopped = not grad and self.explicit_no_grad
             for t in tree_leaves(out):
