@@ -278,6 +278,19 @@ def _kan_gpt_attention(efficient_kan: Any) -> nn.Module:
     return model.CausalSelfAttention(config)
 
 
+def _qat(module: str, name: str, quantization: Any, *args: Any) -> nn.Module:
+    layer: nn.Module = getattr(importlib.import_module(module), name)(
+        *args, qconfig=quantization.get_default_qat_qconfig("fbgemm"))
+    return layer
+
+
+def _prepared_qat(quantization: Any) -> nn.Module:
+    """A convolution and a ReLU between quantisation stubs, prepared for quantisation-aware training."""
+    model = nn.Sequential(quantization.QuantStub(), nn.Conv2d(8, 4, 3), nn.ReLU(), quantization.DeQuantStub())
+    model.qconfig = quantization.get_default_qat_qconfig("fbgemm")
+    return quantization.prepare_qat(model.train())
+
+
 LAYERS = [
     Layer("entmax Sparsemax", "entmax", lambda m: m.Sparsemax(dim=-1), (VECTOR,)),
     Layer("entmax Entmax15", "entmax", lambda m: m.Entmax15(dim=-1), (VECTOR,)),
@@ -540,6 +553,13 @@ LAYERS = [
         ("TCN, non-causal, batch_norm, skip, NLC",
          lambda m: m.TCN(8, [6, 4], kernel_size=3, dropout=0.1, causal=False, use_norm="batch_norm",
                          use_skip_connections=True, input_shape="NLC"), "2,16,8:BTC"))],
+    # PyTorch's own quantisation-aware training modules, with fbgemm's default QAT qconfig
+    *[Layer(f"torch.ao {name}", "torch.ao.quantization", make, (layout,)) for name, make, layout in (
+        ("qat Linear", lambda q: _qat("torch.ao.nn.qat", "Linear", q, 7, 5), VECTOR),
+        ("qat Conv2d", lambda q: _qat("torch.ao.nn.qat", "Conv2d", q, 8, 4, 3), IMAGE),
+        ("qat ConvBn2d", lambda q: _qat("torch.ao.nn.intrinsic.qat", "ConvBn2d", q, 8, 4, 3), IMAGE),
+        ("FakeQuantize", lambda q: q.FakeQuantize(), VECTOR),
+        ("prepare_qat(conv, relu)", _prepared_qat, IMAGE))],
 ]
 
 
@@ -549,6 +569,19 @@ _FLOAT32_ONLY = ("it allocates its running row maxima with torch.full(..., -torc
 
 # Why a layer meant to be correct fails a check: (layer name, check) -> the reason
 FINDINGS: dict[tuple[str, str], str] = {
+    **{(f"torch.ao {name}", "dtype[float64]"): (
+        "true: fake quantisation's kernels (fused_moving_avg_obs_fake_quant) take float32 only, so the module "
+        "raises on float64 inputs and weights") for name in ("qat Linear", "qat Conv2d", "qat ConvBn2d",
+                                                            "prepare_qat(conv, relu)")},
+    **{(f"torch.ao {name}", "observations"): (
+        "by design: the observer is switched by FakeQuantize's own observer_enabled, not by eval(), so each "
+        "predict moves the quantisation range to its batch's min and max and an observation's output depends on "
+        "the rest of its batch; the QAT workflow switches observers off (torch.ao.quantization.disable_observer) "
+        "before evaluating") for name in ("FakeQuantize", "prepare_qat(conv, relu)")},
+    ("torch.ao prepare_qat(conv, relu)", "copy"): (
+        "true: prepare_qat gives the modules a qconfig that holds a local function "
+        "(_add_module_to_qconfig_obs_ctr's get_factory_kwargs_based_on_module_device), which pickle refuses: "
+        "torch.save of the whole prepared model fails"),
     ("transformers pytorch_utils.Conv1D (GPT-2)", "noncontiguous"): (
         "true: forward flattens its input with x.view(-1, x.size(-1)), which raises on a (B, T, C) input stored "
         "channels-first (a Conv1d's (B, C, T) output transposed back), where reshape would work; GPT-2's own "
