@@ -105,14 +105,16 @@ class _Dense(nn.Module):
 
 
 class _Output(nn.Module):
-    """A layer that returns a tuple (a recurrent layer's output and final state), as its first element alone."""
+    """A layer that returns a tuple (a recurrent layer's output and final state), as its first element alone
+    (one that returns a tensor, as it is: Hugging Face's blocks return either, by version)."""
 
     def __init__(self, layer: nn.Module) -> None:
         super().__init__()
         self.layer = layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer(x)[0]
+        out = self.layer(x)
+        return out if isinstance(out, torch.Tensor) else out[0]
 
 
 def _constrained(geotorch: Any, constraint: str) -> nn.Module:
@@ -130,6 +132,33 @@ def _hf(module: str, build: Callable[[Any], nn.Module]) -> Callable[[Any], nn.Mo
 def _llama_config(transformers: Any) -> Any:
     return transformers.LlamaConfig(hidden_size=8, intermediate_size=16, num_attention_heads=2,
                                     num_key_value_heads=1, num_hidden_layers=1, vocab_size=10)
+
+
+_DECODERS = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "gemma": "Gemma", "phi3": "Phi3"}
+
+
+class _Decoder(nn.Module):
+    """A Hugging Face decoder layer as its model runs it: rotary position embeddings from the
+    model's own module, a causal additive mask, no cache; the hidden states out."""
+
+    def __init__(self, transformers: Any, family: str, attention: str = "eager") -> None:
+        super().__init__()
+        prefix = _DECODERS[family]
+        module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+        config = getattr(transformers, f"{prefix}Config")(
+            hidden_size=16, intermediate_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=4,
+            num_hidden_layers=1, vocab_size=10, max_position_embeddings=64)
+        config._attn_implementation = attention
+        self.layer = getattr(module, f"{prefix}DecoderLayer")(config, 0)
+        self.rotary = getattr(module, f"{prefix}RotaryEmbedding")(config=config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.shape[1], device=x.device)[None].expand(x.shape[0], -1)
+        steps = x.shape[1]
+        mask = torch.full((steps, steps), float("-inf"), dtype=x.dtype, device=x.device).triu(1)[None, None]
+        out = self.layer(x, attention_mask=mask, position_ids=positions,
+                         position_embeddings=self.rotary(x, positions))
+        return out[0] if isinstance(out, tuple) else out
 
 
 class _Function(nn.Module):
@@ -347,6 +376,22 @@ LAYERS = [
          .BertIntermediate(t.BertConfig(hidden_size=8, intermediate_size=16, num_attention_heads=2))),
         ("pytorch_utils.Conv1D (GPT-2)",
          lambda t: importlib.import_module("transformers.pytorch_utils").Conv1D(12, 8)))],
+    # whole blocks: decoder layers with rotary embeddings and a causal mask, and encoder blocks
+    *[Layer(f"transformers {name}", "transformers", make, ("2,6,16:BTC",)) for name, make in (
+        *[(f"{_DECODERS[family]}DecoderLayer ({attention})",
+           lambda t, f=family, a=attention: _Decoder(t, f, a))
+          for family, attention in (("llama", "eager"), ("llama", "sdpa"), ("mistral", "sdpa"), ("qwen2", "sdpa"),
+                                    ("gemma", "eager"), ("phi3", "sdpa"))],
+        ("BertLayer", lambda t: _Output(importlib.import_module("transformers.models.bert.modeling_bert").BertLayer(
+            t.BertConfig(hidden_size=16, intermediate_size=32, num_attention_heads=4, hidden_dropout_prob=0.0,
+                         attention_probs_dropout_prob=0.0)))),
+        ("GPT2Block", lambda t: _Output(importlib.import_module("transformers.models.gpt2.modeling_gpt2").GPT2Block(
+            t.GPT2Config(n_embd=16, n_head=4, n_layer=1, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)))),
+        ("T5Block", lambda t: _Output(importlib.import_module("transformers.models.t5.modeling_t5").T5Block(
+            t.T5Config(d_model=16, d_kv=4, d_ff=32, num_heads=4, dropout_rate=0.0), has_relative_attention_bias=True))),
+        ("ViTLayer", lambda t: _Output(importlib.import_module("transformers.models.vit.modeling_vit").ViTLayer(
+            t.ViTConfig(hidden_size=16, intermediate_size=32, num_attention_heads=4, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0)))))],
     *[Layer(f"x-transformers {name}", "x_transformers", make, ("2,5,16:BTC",)) for name, make in (
         ("Encoder", lambda m: m.Encoder(dim=16, depth=1, heads=2, attn_dim_head=8)),
         ("Encoder, rotary, GLU", lambda m: m.Encoder(dim=16, depth=1, heads=2, attn_dim_head=8, rotary_pos_emb=True,
