@@ -356,6 +356,7 @@ class Subject:
         self.dtype = dtype or torch.float32
         self.device = device or target.home
         self.fed: list[Any] = []  # the inputs of the last call as the layer got them
+        self.drew_random = False  # whether the last call drew from torch's random stream
 
     @property
     def kind(self) -> str:
@@ -398,10 +399,15 @@ class Subject:
         seed = self.target.seed if rng_seed is None else rng_seed
         positional, keywords = self.target.split(inputs)
         with seeded(seed, self.device), torch.set_grad_enabled(grad):
+            start = _stream(self.device)
             try:
                 return fn(*positional, **keywords)
             except Exception as exc:
                 raise LayerRaised(mode.value, exc, user_trace(exc), device=self.device.type) from exc
+            finally:
+                # whether the call drew from torch's random stream: a random layer (dropout, stochastic
+                # depth) whose draws under two seeds happen to agree is random all the same
+                self.drew_random = not torch.equal(_stream(self.device), start)
 
     def predict(self, inputs: Sequence[torch.Tensor], **kw: Any) -> Any:
         return self.call(Mode.PREDICT, inputs, **kw)
@@ -729,6 +735,17 @@ def full_float32() -> Iterator[None]:
             yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def _stream(device: torch.device) -> torch.Tensor:
+    """The state of torch's random stream a layer on ``device`` draws from (the CPU's on the
+    CPU and on meta)."""
+    if device.type in ("cpu", "meta"):
+        return torch.default_generator.get_state()
+    try:
+        return torch.get_device_module(device.type).get_rng_state(device)
+    except Exception:  # an accelerator without a readable stream: its draws are not seen
+        return torch.empty(0)
 
 
 @contextlib.contextmanager

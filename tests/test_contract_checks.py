@@ -366,6 +366,14 @@ def test_zeros_by_cancellation_get_the_rounding_of_the_side_that_rounds_more(see
     assert r.status is Status.PASSED, r.message
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_layer_that_draws_random_numbers_is_random_when_two_seeds_agree(seed: int) -> None:
+    """Stochastic depth on four observations keeps every row under both seeds now and then (seed 1
+    here): forward_predict_agree read that as a deterministic forward differing from predict."""
+    r = result(run_zoo("good_stochastic_depth", only=("forward_predict_agree",), seed=seed), "forward_predict_agree")
+    assert r.status is Status.PASSED and "random" in r.message, r.message
+
+
 class TransposesInPlace(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:

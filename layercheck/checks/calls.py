@@ -257,6 +257,8 @@ def _mode_dependence(ctx: Context, subject: Subject) -> str | None:
     # train_step's to report) is state here too.
     weights = {name: p.detach().clone() for name, p in fresh.module.named_parameters()}
     a = Outputs.of(fresh.forward(inputs)).tensors
+    if fresh.drew_random:
+        return "the training forward is random (it draws random numbers: dropout-like)"
     changed = fresh.changes(start) + [f"parameter {name!r}" for name, p in fresh.module.named_parameters()
                                       if name in weights and not torch.equal(p.detach(), weights[name])]
     if changed:
