@@ -217,6 +217,32 @@ class _ODEBlock(nn.Module):
         return self.solve(self.func, x, t, **self.solver)[-1]
 
 
+class _EventDynamics(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rate = nn.Linear(3, 1)
+        self.rest = nn.Linear(3, 2)
+
+    def forward(self, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.cat([1.0 + torch.sigmoid(self.rate(y)), torch.tanh(self.rest(y))], -1)
+
+
+class _ODEEvent(nn.Module):
+    """torchdiffeq's odeint_event: the time y[0] reaches 2 (it grows at a rate of at least 1 from
+    tanh(x)[0] < 1) and the state then, for one state vector (the event is shared by a whole batch)."""
+
+    def __init__(self, torchdiffeq: Any) -> None:
+        super().__init__()
+        self.func = _EventDynamics()
+        self.odeint_event = torchdiffeq.odeint_event  # the function: the module cannot be deep-copied
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        event_t, solution = self.odeint_event(self.func, torch.tanh(x), torch.tensor(0.0, dtype=x.dtype),
+                                              event_fn=lambda t, y: y[0] - 2.0, method="dopri5", rtol=1e-8,
+                                              atol=1e-8)
+        return torch.cat([event_t.reshape(1), solution[-1]])
+
+
 class _CommonNoise:
     """A Brownian motion whose every row is one fixed path (so the solve is a deterministic function of the input,
     the same for an observation alone as in a batch): a BrownianInterval of size (1, C), expanded."""
@@ -556,6 +582,9 @@ LAYERS = [
         ("odeint dopri5", lambda m: _ODEBlock(m, method="dopri5", rtol=1e-7, atol=1e-7)),
         ("odeint_adjoint rk4", lambda m: _ODEBlock(m, adjoint=True, method="rk4", options={"step_size": 0.25})),
         ("odeint_adjoint dopri5", lambda m: _ODEBlock(m, adjoint=True, method="dopri5", rtol=1e-7, atol=1e-7)))],
+    # an event time found by bisection under no_grad to the solver's tolerance: smooth only to about 1e-8,
+    # three outputs (FEW_CHUNKS in numerics/engine.py)
+    Layer("torchdiffeq odeint_event dopri5", "torchdiffeq", _ODEEvent, ("3:U",)),
     *[Layer(f"torchsde {name}, fixed noise", "torchsde", make, (VECTOR,)) for name, make in (
         ("sdeint euler", _SDEBlock), ("sdeint_adjoint euler", lambda m: _SDEBlock(m, adjoint=True)),
         ("sdeint_adjoint reversible_heun (Stratonovich)",
