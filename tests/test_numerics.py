@@ -14,6 +14,7 @@ from layercheck.numerics.engine import (
     EPS64,
     FiniteDifferences,
     NotDifferentiable,
+    Probe,
     Region,
 )
 from layercheck.numerics.functions import LayerFunction
@@ -115,6 +116,26 @@ def test_float64_noise_is_at_rounding_level() -> None:
     fd, _ = reference(Tanh, "4,5:BC")
     magnitude = float(fd.base().square().sum().sqrt())
     assert EPS64 * magnitude / 10 <= fd.noise() < 1e3 * EPS64 * max(magnitude, 1.0)
+
+
+class JitteryTanh(nn.Module):
+    """Three outputs, the last smooth only to 1e-9 (as a solver's result to its tolerance): a
+    difference step of 1e-8 sees its jitter in one chunk, the other two only rounding."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        jitter = torch.zeros_like(x)
+        jitter[..., 2] = 1e-9 * torch.sin(1e9 * x[..., 2])
+        return torch.tanh(x) + jitter
+
+
+def test_an_output_of_few_elements_counts_its_largest_residual() -> None:
+    """Three elements give the noise estimate three chunks, whose median is too often far below
+    the variance: below FEW_CHUNKS the largest squared residual counts (here the median of the
+    three is a smooth element's, and would miss the jitter)."""
+    fd, _ = reference(JitteryTanh, "3:U")
+    up, down = fd.measure(Probe(0, BASE_STEP))
+    residual = (up + down - 2 * fd.base())[0, :3]
+    assert fd.noise() ** 2 >= float(residual.square().max()) / 6 * (1 - 1e-9)
 
 
 def test_state_and_random_stream_are_the_same_for_every_evaluation() -> None:
