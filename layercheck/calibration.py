@@ -139,8 +139,8 @@ def _measure(ctx: Context, run: SharedRun, path: InputPath | None) -> Spread:
         reference = reference_forward(ctx) if run is FORWARD else reference_predict(ctx)
     else:
         subject = ctx.fresh()
-        reference = _run(ctx, run, subject, subject.inputs(), path)
-    return _distances(reference, [_run(ctx, run, *_perturbed(ctx, k), path) for k in range(PERTURBATIONS)])
+        reference = run_along(ctx, run, subject, subject.inputs(), path)
+    return _distances(reference, [run_along(ctx, run, *_perturbed(ctx, k), path) for k in range(PERTURBATIONS)])
 
 
 def float64_error(ctx: Context, run: SharedRun, path: InputPath | None = None) -> Spread | None:
@@ -157,9 +157,9 @@ def _float64_error(ctx: Context, run: SharedRun, path: InputPath | None) -> Spre
     subject = ctx.fresh()
     inputs = subject.inputs()
     wide = [x.detach().to(torch.float64) if x.is_floating_point() else x for x in inputs]
-    low = _run(ctx, run, subject, inputs, path)
+    low = run_along(ctx, run, subject, inputs, path)
     try:
-        high = _run(ctx, run, ctx.fresh(torch.float64), wide, path)
+        high = run_along(ctx, run, ctx.fresh(torch.float64), wide, path)
     except LayerRaised:
         return None
     names, values = _named(high)
@@ -189,8 +189,10 @@ def _distances(reference: Run, others: list[Run]) -> Spread:
     return Spread(largest, norms)
 
 
-def _run(ctx: Context, run: SharedRun, subject: Subject, inputs: list[torch.Tensor], path: InputPath | None) -> Run:
-    """The shared ``run`` of ``subject`` on ``inputs`` (taken along ``path``)."""
+def run_along(ctx: Context, run: SharedRun, subject: Subject, inputs: list[torch.Tensor],
+              path: InputPath | None) -> Run:
+    """The shared ``run`` (PREDICT or FORWARD) of ``subject`` on ``inputs``, taken along ``path``
+    (the inputs stored its way) where one is given."""
     if path is not None:
         inputs = [path.inputs(x, spec.layout).detach() for spec, x in zip(ctx.target.specs, inputs)]
     if run is not FORWARD:

@@ -14,7 +14,7 @@ itself cannot complete. Only the runner turns these into results.
 from __future__ import annotations
 
 from layercheck.calibration import SOURCE as FLOOR_SOURCE
-from layercheck.calibration import InputPath, Spread, gradient_norm_floor, path_allowance, spread
+from layercheck.calibration import InputPath, Spread, gradient_norm_floor, path_allowance, run_along, spread
 from layercheck.compare import (
     DTYPES,
     EXACT,
@@ -155,6 +155,7 @@ __all__ = [
     "rounding_allowance",
     "rounding_allowance_of",
     "rounding_tolerances",
+    "run_along",
     "scaled_allowance",
     "seeded",
     "selector",

@@ -4,7 +4,7 @@ values, any memory layout accepted, every tensor registered."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -30,7 +30,6 @@ from layercheck.sdk import (
     describe_shapes,
     failing,
     forward_is_random,
-    forward_run,
     input_change,
     layer_is_float32,
     modules_only,
@@ -39,10 +38,10 @@ from layercheck.sdk import (
     path_allowance,
     path_tolerances,
     predict_is_random,
-    predict_run,
     present_grads,
     reference_forward,
     reference_predict,
+    run_along,
 )
 
 
@@ -204,10 +203,10 @@ def _stored(x: torch.Tensor, order: list[int]) -> torch.Tensor:
     return x.permute(order).contiguous().permute(inverse)
 
 
-_LAYOUTS: tuple[tuple[str, Callable[[torch.Tensor, Layout | None], torch.Tensor]], ...] = (
-    ("strided-view", lambda x, layout: _strided(x)),
-    ("channels-last", _channels_last),
-    ("channels-first", _channels_first),
+_LAYOUTS = (
+    InputPath("strided-view", lambda x, layout: _strided(x)),
+    InputPath("channels-last", _channels_last),
+    InputPath("channels-first", _channels_first),
 )
 
 
@@ -234,39 +233,35 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     instead of ``.view()``, or ``.contiguous()`` before raw-storage code.
     """
     shapes = [torch.empty(layout.size, device="meta") for layout in ctx.layouts]
-    usable = [(label, make) for label, make in _LAYOUTS
-              if any(not make(x, layout).is_contiguous() for x, layout in zip(shapes, ctx.layouts))]
+    usable = [path for path in _LAYOUTS
+              if any(not path.inputs(x, layout).is_contiguous() for x, layout in zip(shapes, ctx.layouts))]
     if not usable:
         raise CheckSkipped("no input can be stored non-contiguously "
                            "(every input has at most one element per dimension)")
     # Each layout once, predict with the first and forward+backward with the last (the same
     # code path in most layers; both layouts where only one can be made).
-    predict_label, predict_make = usable[0]
+    first, last = usable[0], usable[-1]
     reference_p = reference_predict(ctx)
     subject = ctx.fresh()
-    with _failing_with(predict_label):
-        predicted = predict_run(subject, [predict_make(x, spec.layout)
-                                          for spec, x in zip(ctx.target.specs, subject.inputs())])
+    with _failing_with(first.label):
+        predicted = run_along(ctx, PREDICT, subject, subject.inputs(), first)
     predict_compared = assert_same_unless_random(
         reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx),
-        allowance=path_allowance(ctx, PREDICT, path=InputPath(predict_label, predict_make)),
-        what=f"predict with {predict_label} inputs vs contiguous ones", names=output_names(reference_p.outputs))
-    label, make = usable[-1]
+        allowance=path_allowance(ctx, PREDICT, path=first),
+        what=f"predict with {first.label} inputs vs contiguous ones", names=output_names(reference_p.outputs))
     reference_f = reference_forward(ctx)
     subject = ctx.fresh()
-    inputs = [make(x, spec.layout).detach().requires_grad_(spec.takes_grad)
-              for spec, x in zip(ctx.target.specs, subject.inputs())]
-    with _failing_with(label):
-        forwarded = forward_run(ctx, subject, inputs)
+    with _failing_with(last.label):
+        forwarded = run_along(ctx, FORWARD, subject, subject.inputs(), last)
     names, expected, actual = comparable(reference_f, forwarded)
     forward_compared = assert_same_unless_random(
         expected, actual, random=lambda: forward_is_random(ctx), names=names,
-        allowance=path_allowance(ctx, FORWARD, path=InputPath(label, make)),
-        what=f"forward and backward with {label} inputs vs contiguous ones")
+        allowance=path_allowance(ctx, FORWARD, path=last),
+        what=f"forward and backward with {last.label} inputs vs contiguous ones")
     random = [m for m, c in (("predict", predict_compared), ("forward", forward_compared)) if not c]
     note = f" (values of {' and '.join(random)} differ: the layer draws random numbers)" if random else ""
-    return (f"predict with {predict_label} inputs, forward and backward with {label} inputs agree with "
-            f"contiguous ones{note}", {"predict_layout": predict_label, "forward_layout": label})
+    return (f"predict with {first.label} inputs, forward and backward with {last.label} inputs agree with "
+            f"contiguous ones{note}", {"predict_layout": first.label, "forward_layout": last.label})
 
 
 def _failing_with(label: str) -> AbstractContextManager[None]:
