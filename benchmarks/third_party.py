@@ -798,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
             missing[layer.library.split(".")[0]] = f"{type(exc).__name__}: {exc}"
             continue
         layouts = tuple(larger(text) for text in layer.layouts) if args.larger else layer.layouts
-        if args.larger and predicts(layer.make(library), layer.layouts) and not predicts(layer.make(library), layouts):
+        if args.larger and not predicts(layer.make(library), layouts) and predicts(layer.make(library), layer.layouts):
             fixed.append(layer.name)
             continue
         counts["layers"] += 1
