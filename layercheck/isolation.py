@@ -105,6 +105,7 @@ class _Run:
         self.context = context()
         self.folder = ""
         self.started_workers = 0
+        self.stopping = False  # the run is ending: workers are killed, not asked to exit
 
     @property
     def phase_limit(self) -> float | None:
@@ -248,7 +249,24 @@ class _Run:
 
     def _retire(self, worker: Worker) -> None:
         self.workers.pop(worker, None)
-        worker.stop()
+        if self.stopping:
+            worker.kill()
+        else:
+            worker.stop()
+
+    def _read_sent(self, worker: Worker) -> None:
+        """Take in what a worker killed by :meth:`_stop` sent before it died. A Ctrl-C that
+        lands between the worker's "start" of a check and the parent reading it would
+        otherwise report the target as stopped after the check before, and lose the one
+        in progress (and any result sent since the parent last read)."""
+        try:
+            while worker in self.workers and worker.conn.poll():
+                message = worker.receive()
+                if message is None:  # the end, or a message the kill cut short
+                    return
+                self._handle(worker, message)
+        except Exception:  # a layer found not to exist; anything a pipe cut mid-read by the Ctrl-C unpickles to
+            return
 
     def _died(self, worker: Worker, *, timed_out: bool = False) -> None:
         """The worker ended (or is killed for running past its deadline): what it was doing
@@ -303,6 +321,11 @@ class _Run:
     def _stop(self, reason: str, *, unstarted: str | None) -> None:
         """End the run now: kill every worker; what each was doing becomes an error ending
         with ``reason``; targets not started get ``unstarted`` as their error (None: left out)."""
+        self.stopping = True
+        for worker in self.workers:
+            worker.send_kill()
+        for worker in list(self.workers):
+            self._read_sent(worker)
         for worker, job in list(self.workers.items()):
             self._discard(worker)
             if job is None or job.target.run is not None:

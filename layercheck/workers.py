@@ -127,13 +127,19 @@ class Worker:
 
     def kill(self) -> None:
         """Kill the worker and its process group (anything the layer started), and reap it."""
+        self.send_kill()
+        self.process.join()
+        self.conn.close()
+
+    def send_kill(self) -> None:
+        """SIGKILL the worker and its process group, without waiting: what it sent before
+        stays readable on the pipe, and a message it was half-way through writing reads as
+        its end (:meth:`receive` gives None)."""
         for kill, target in ((os.killpg, self.pid), (os.kill, self.pid)):
             try:
                 kill(target, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 continue
-        self.process.join()
-        self.conn.close()
 
 
 def describe_exit(code: int | None) -> str:

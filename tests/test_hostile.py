@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from layercheck import runner
+from layercheck import isolation, runner
 from layercheck.isolation import grace
 from layercheck.spec import load_spec
 
@@ -209,6 +210,32 @@ def test_ctrl_c_stops_the_run_and_reports_what_finished(folder: Path, tmp_path: 
     else:  # in this process, the target in progress is lost with the check
         assert [run["target"] for run in runs] == specs[:1] and interrupted == []
     assert "interrupted" in outcome.stderr
+
+
+def test_ctrl_c_before_the_run_reads_what_its_worker_sent_reports_the_check_in_progress(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Ctrl-C lands after the worker told of predict_runs's start (and of every check before it)
+    and before this process read it: a busy machine's window, held open here by a wait that reads
+    nothing. The report still has the finished checks and predict_runs as the one interrupted."""
+    (tmp_path / "hangs.py").write_text(HANGS_IN_PREDICT)
+    hangs = write_spec(tmp_path, "hangs.yaml", "hangs.py:Layer", "4,3:BC")
+    marker = tmp_path / "hanging"
+    monkeypatch.setenv("LAYERCHECK_TEST_MARKER", str(marker))
+
+    def wait_then_ctrl_c(handles: Any, timeout: float | None = None) -> list[Any]:
+        deadline = time.monotonic() + STARTUP
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(isolation, "wait", wait_then_ctrl_c)
+    report = isolation.run([load_spec(hangs)], runner.Options(timeout=100))
+    assert report.interrupted
+    (run,) = report.to_dict()["runs"]
+    statuses = {r["check"]: r["status"] for r in run["results"]}
+    assert statuses["predict_runs"] == "error" and statuses["signatures"] == "passed"
+    (stopped,) = [r for r in run["results"] if r["check"] == "predict_runs"]
+    assert stopped["message"] == "interrupted by the user (Ctrl-C) while running predict_runs"
 
 
 def test_timeout_total_ends_the_run_with_a_complete_report(folder: Path, tmp_path: Path) -> None:
