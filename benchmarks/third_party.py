@@ -24,7 +24,9 @@ beside a CPU torch without pulling another torch:
         scikit-learn joblib threadpoolctl narwhals cloudpickle pandas matplotlib cycler fonttools kiwisolver \
         pyparsing python-dateutil six pillow
 
-(timm needs torchvision and Pillow; its layers are checked where ``import timm`` works.)
+(timm needs torchvision: ``pip install --no-deps timm torchvision``. The torchvision wheels on
+PyPI are built for a CUDA torch; beside a CPU torch their C extension does not load, and
+:func:`torchvision_importable` lets their Python import all the same.)
 """
 
 from __future__ import annotations
@@ -48,6 +50,29 @@ sys.path.insert(0, str(ROOT))
 from layercheck import check_layer  # noqa: E402
 
 IMAGE, SEQUENCE, VECTOR = "2,8,6,6:BCSS", "2,5,8:BTC", "4,7:BC"
+
+
+def torchvision_importable() -> None:
+    """Let torchvision's Python import where its C extension cannot load (a wheel built for a
+    CUDA torch beside a CPU one): its import registers fake kernels for two operators the
+    extension defines, and fails when they do not exist. Defining their schemas (nothing here
+    calls them) is enough for timm's layers, which need torchvision's FrozenBatchNorm2d only."""
+    try:
+        import torchvision  # noqa: F401
+    except RuntimeError as exc:
+        if "torchvision::nms" not in str(exc):
+            raise
+        for name in [name for name in sys.modules if name.split(".")[0] == "torchvision"]:
+            del sys.modules[name]
+        schemas = torch.library.Library("torchvision", "DEF")
+        for op in ("nms", "qnms"):
+            schemas.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        _KEPT.append(schemas)  # a Library's definitions last as long as the object
+    except ImportError:
+        return
+
+
+_KEPT: list[Any] = []
 
 
 @dataclass(frozen=True)
@@ -566,7 +591,90 @@ LAYERS = [
         ("ScaledStdConv2d", lambda m: m.ScaledStdConv2d(8, 8, 3, padding=1), IMAGE),
         ("Attention", lambda m: m.Attention(8, num_heads=2), SEQUENCE), ("SwiGLU", lambda m: m.SwiGLU(8, 16), SEQUENCE),
         ("DropPath", lambda m: m.DropPath(0.2), IMAGE), ("DropBlock2d", lambda m: m.DropBlock2d(0.2, 3), IMAGE),
-        ("BlurPool2d", lambda m: m.BlurPool2d(8), IMAGE), ("HardMish", lambda m: m.HardMish(), IMAGE))],
+        ("BlurPool2d", lambda m: m.BlurPool2d(8), IMAGE), ("HardMish", lambda m: m.HardMish(), IMAGE),
+        ("EvoNorm2dS1", lambda m: m.EvoNorm2dS1(8, group_size=4), IMAGE),
+        ("EvoNorm2dS2a", lambda m: m.EvoNorm2dS2a(8, group_size=4), IMAGE),
+        ("FilterResponseNormTlu2d", lambda m: m.FilterResponseNormTlu2d(8), IMAGE),
+        ("FrozenBatchNormAct2d", lambda m: m.FrozenBatchNormAct2d(8), IMAGE),
+        ("GroupNormAct", lambda m: m.GroupNormAct(8, 4), IMAGE),
+        ("LayerNormAct2d", lambda m: m.LayerNormAct2d(8), IMAGE),
+        ("RmsNorm", lambda m: m.RmsNorm(8), SEQUENCE), ("RmsNorm2d", lambda m: m.RmsNorm2d(8), IMAGE),
+        ("SimpleNorm2d", lambda m: m.SimpleNorm2d(8), IMAGE),
+        ("SplitBatchNorm2d", lambda m: m.SplitBatchNorm2d(8, num_splits=2), IMAGE),
+        ("CecaModule", lambda m: m.CecaModule(8), IMAGE),
+        ("EffectiveSEModule", lambda m: m.EffectiveSEModule(8), IMAGE),
+        ("GatherExcite, extent 2", lambda m: m.GatherExcite(8, extent=2, use_mlp=False), IMAGE),
+        ("GlobalContext", lambda m: m.GlobalContext(8), IMAGE), ("NonLocalAttn", lambda m: m.NonLocalAttn(8), IMAGE),
+        ("BatNonLocalAttn", lambda m: m.BatNonLocalAttn(8, block_size=2), "2,8,8,8:BCSS"),
+        ("MixedConv2d", lambda m: m.MixedConv2d(8, 8, [3, 5], padding=""), IMAGE),
+        ("Conv2dSame", lambda m: m.Conv2dSame(8, 8, 3, stride=2), IMAGE),
+        ("AvgPool2dSame", lambda m: m.AvgPool2dSame(3, stride=2), IMAGE),
+        ("SpaceToDepth", lambda m: m.SpaceToDepth(4), "2,3,8,8:BCSS"),
+        ("DepthToSpace", lambda m: m.DepthToSpace(2), IMAGE),
+        ("SelectAdaptivePool2d catavgmax",
+         lambda m: m.SelectAdaptivePool2d(pool_type="catavgmax", flatten=True), IMAGE),
+        ("LsePlus2d", lambda m: m.LsePlus2d(), IMAGE), ("SimPool2d", lambda m: m.SimPool2d(8, num_heads=2), IMAGE),
+        ("AttentionPool2d", lambda m: m.AttentionPool2d(8, feat_size=(6, 6), num_heads=2), IMAGE),
+        ("RotAttentionPool2d", lambda m: m.RotAttentionPool2d(8, num_heads=2), IMAGE),
+        ("AttentionPoolLatent", lambda m: m.AttentionPoolLatent(8, num_heads=2), SEQUENCE),
+        ("Attention2d", lambda m: m.Attention2d(8, num_heads=2), IMAGE),
+        ("MultiQueryAttention2d", lambda m: m.MultiQueryAttention2d(8, num_heads=2, key_dim=4, value_dim=4), IMAGE),
+        ("DiffAttention", lambda m: m.DiffAttention(8, num_heads=2), SEQUENCE),
+        ("AttentionRope", lambda m: m.AttentionRope(8, num_heads=2), SEQUENCE),
+        ("GluMlp", lambda m: m.GluMlp(8, 16), SEQUENCE),
+        ("GlobalResponseNormMlp", lambda m: m.GlobalResponseNormMlp(8, 16), SEQUENCE),
+        ("LayerScale2d", lambda m: m.LayerScale2d(8), IMAGE),
+        ("PatchEmbed", lambda m: m.PatchEmbed(img_size=8, patch_size=4, in_chans=3, embed_dim=8), "2,3,8,8:BCSS"),
+        # random token dropping: the training output is shorter along the tokens
+        ("PatchDropout", lambda m: m.PatchDropout(0.5, num_prefix_tokens=1), SEQUENCE),
+        ("PatchDropoutWithIndices", lambda m: m.PatchDropoutWithIndices(0.5, num_prefix_tokens=1), SEQUENCE),
+        ("ClNormMlpClassifierHead", lambda m: m.ClNormMlpClassifierHead(8, 5, hidden_size=6), "2,6,6,8:BSSC"),
+        ("QuickGELU", lambda m: m.QuickGELU(), IMAGE),
+        ("RelPosMlp", lambda m: m.RelPosMlp(window_size=(2, 3), num_heads=2), "2,2,6,6:BUUU"))],
+    # timm's hand-written backward passes (memory-efficient activations)
+    *[Layer(f"timm {name}", "timm.layers.activations_me", lambda m, name=name: getattr(m, name)(), (IMAGE,))
+      for name in ("SwishMe", "MishMe", "HardSigmoidMe", "HardSwishMe", "HardMishMe")],
+    Layer("timm CondConv2d (routing weights as a second input)", "timm.layers",
+          lambda m: m.CondConv2d(8, 8, 3, padding=1, num_experts=3), (IMAGE, "2,3:BC")),
+    # blocks of timm's models
+    *[Layer(f"timm {name}", f"timm.models.{module}", make, layouts) for name, module, make, layouts in (
+        ("ViT Block (layer scale, drop path)", "vision_transformer",
+         lambda m: m.Block(8, 2, qkv_bias=True, init_values=1e-5, drop_path=0.1), (SEQUENCE,)),
+        ("ViT ParallelScalingBlock", "vision_transformer", lambda m: m.ParallelScalingBlock(8, 2), (SEQUENCE,)),
+        ("ConvNeXtBlock", "convnext", lambda m: m.ConvNeXtBlock(8, ls_init_value=1e-6, drop_path=0.1), (IMAGE,)),
+        ("ConvNeXtBlock (conv mlp, GRN)", "convnext", lambda m: m.ConvNeXtBlock(8, conv_mlp=True, use_grn=True),
+         (IMAGE,)),
+        ("SwinTransformerBlock, shifted", "swin_transformer",
+         lambda m: m.SwinTransformerBlock(8, (4, 4), num_heads=2, window_size=2, shift_size=1), ("2,4,4,8:BSSC",)),
+        ("EfficientNet InvertedResidual (SE, drop path)", "_efficientnet_blocks",
+         lambda m: m.InvertedResidual(8, 8, exp_ratio=2.0, se_layer=m.SqueezeExcite, drop_path_rate=0.1), (IMAGE,)),
+        ("UniversalInvertedResidual", "_efficientnet_blocks",
+         lambda m: m.UniversalInvertedResidual(8, 8, dw_kernel_size_start=3, exp_ratio=2.0,
+                                               layer_scale_init_value=1e-5), (IMAGE,)),
+        ("CondConvResidual", "_efficientnet_blocks", lambda m: m.CondConvResidual(8, 8, num_experts=2), (IMAGE,)),
+        ("MobileAttention", "_efficientnet_blocks",
+         lambda m: m.MobileAttention(8, 8, num_heads=2, key_dim=4, value_dim=4), (IMAGE,)),
+        ("ResNet Bottleneck", "resnet", lambda m: m.Bottleneck(8, 2), (IMAGE,)),
+        ("EvaBlock (SwiGLU)", "eva", lambda m: m.EvaBlock(8, 2, init_values=1e-5, swiglu_mlp=True), (SEQUENCE,)),
+        ("MixerBlock", "mlp_mixer", lambda m: m.MixerBlock(8, 5), (SEQUENCE,)),
+        ("BEiT Block (relative position bias)", "beit", lambda m: m.Block(8, 2, window_size=(2, 2), init_values=0.1),
+         (SEQUENCE,)),
+        ("GhostBottleneck", "ghostnet", lambda m: m.GhostBottleneck(8, 16, 8, se_ratio=0.25), (IMAGE,)),
+        ("MetaFormerBlock (pooling)", "metaformer",
+         lambda m: m.MetaFormerBlock(8, layer_scale_init_value=1e-5, res_scale_init_value=1.0), (IMAGE,)),
+        ("MaxViT PartitionAttentionCl", "maxxvit",
+         lambda m: m.PartitionAttentionCl(8, cfg=m.MaxxVitTransformerCfg(dim_head=4, window_size=(4, 4),
+                                                                          grid_size=(4, 4))), ("2,8,8,8:BSSC",)),
+        ("MobileVitBlock", "mobilevit",
+         lambda m: m.MobileVitBlock(8, 8, patch_size=2, num_heads=2, transformer_dim=8, transformer_depth=1),
+         ("2,8,8,8:BCSS",)),
+        ("CaiT class-attention block (tokens, class token)", "cait", lambda m: m.LayerScaleBlockClassAttn(8, 2),
+         (SEQUENCE, "2,1,8:BTC")),
+        ("MobileOneBlock", "byobnet", lambda m: m.MobileOneBlock(8, 8, num_conv_branches=2), (IMAGE,)),
+        ("FocalNetBlock", "focalnet", lambda m: m.FocalNetBlock(8, focal_level=2, layerscale_value=1e-4), (IMAGE,)),
+        ("DaViT ChannelBlock", "davit", lambda m: m.ChannelBlock(8, 2), (IMAGE,)),
+        ("LeViT Attention", "levit", lambda m: m.Attention(8, 4, num_heads=2, resolution=4), ("2,16,8:BTC",)),
+        ("Sequencer LSTM2d", "sequencer", lambda m: m.LSTM2d(8, 4, bidirectional=True), ("2,4,4,8:BSSC",)))],
     # xlstm with its vanilla (pure PyTorch) sLSTM backend
     *[Layer(f"xlstm {name}", "xlstm", make, (SEQUENCE,)) for name, make in (
         ("sLSTMLayer, vanilla", lambda m: m.sLSTMLayer(_slstm_config(m))),
@@ -782,6 +890,7 @@ def main(argv: list[str] | None = None) -> int:
                              "of the batch (a layer that predicts at its own sizes only is left out)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    torchvision_importable()
     warnings.simplefilter("ignore")
     start = time.perf_counter()
     missing: dict[str, str] = {}

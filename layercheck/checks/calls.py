@@ -21,6 +21,7 @@ from layercheck.sdk import (
     assert_close,
     check,
     describe_shapes,
+    forward_is_random,
     mismatch,
     modules_only,
     share_predict,
@@ -182,28 +183,44 @@ def forward_predict_agree(ctx: Context) -> str:
     """
     subject = ctx.fresh()
     # fresh inputs for each call: a layer that writes into its input is input_unchanged's to report
-    predicted = Outputs.of(subject.predict(subject.inputs())).tensors
-    forwarded = [t.detach() for t in Outputs.of(subject.forward(subject.inputs())).tensors]
+    predicted_out = Outputs.of(subject.predict(subject.inputs()))
+    forwarded_out = Outputs.of(subject.forward(subject.inputs()))
+    predicted, forwarded = predicted_out.tensors, [t.detach() for t in forwarded_out.tensors]
+    extra = _training_only(predicted_out.raw, forwarded_out.raw)
+    if extra:  # an auxiliary loss or the indices kept, which predict returns as None
+        forwarded = [t for j, t in enumerate(forwarded) if j not in extra]
     if len(predicted) != len(forwarded):
         raise CheckFailed(
             f"predict returned {len(predicted)} tensor(s), forward {len(forwarded)}",
             predict=describe_shapes(predicted), forward=describe_shapes(forwarded),
         )
+    shortened: list[str] = []  # token dropping: outputs the random training forward makes shorter
     for i, (p, f) in enumerate(zip(predicted, forwarded)):
         if p.shape != f.shape or p.dtype != f.dtype:
+            dims = _shortened_dims(ctx, p, f)
+            if dims and forward_is_random(ctx):
+                along = ", ".join(f"{d} ({p.shape[d]} -> {f.shape[d]})" for d in dims)
+                shortened.append(f"output {i} along dim {along}")
+                continue
             raise CheckFailed(
                 f"output {i}: predict gives {describe_shapes([p])[0]}, forward gives {describe_shapes([f])[0]}",
                 output=i, predict=describe_shapes([p])[0], forward=describe_shapes([f])[0],
             )
+    also = (f"; forward also returns {len(extra)} tensor(s) where predict returns None (computed in training "
+            f"only: output(s) {', '.join(map(str, extra))} of forward's)" if extra else "")
+    if shortened:
+        # Values cannot be compared entry by entry once entries are dropped at random.
+        return (f"{len(predicted)} output(s) agree in number and dtype; the training forward is random and drops "
+                f"entries (token dropping, as in PatchDropout): {'; '.join(shortened)}{also}")
     rtol = ctx.tolerance(torch.float32)
     allowed = Allowance(rtol, rtol / 10)
     differing = [i for i, (p, f) in enumerate(zip(predicted, forwarded))
                  if (mismatch(p, f, allowed) is not None if p.is_floating_point() else not torch.equal(p, f))]
     if not differing:
-        return f"{len(predicted)} output(s) agree in size, dtype and value"
+        return f"{len(predicted)} output(s) agree in size, dtype and value{also}"
     reason = _mode_dependence(ctx, subject)
     if reason is not None:
-        return f"{len(predicted)} output(s) agree in size and dtype; values differ as expected: {reason}"
+        return f"{len(predicted)} output(s) agree in size and dtype; values differ as expected: {reason}{also}"
     readers = [type(sub).__name__ for sub in (subject.module.modules() if subject.module is not None else ())
                if not type(sub).__module__.startswith("torch.") and _reads_training(type(sub))]
     if readers and all(_auxiliary_loss(predicted[i]) for i in differing) and len(differing) < len(predicted):
@@ -233,6 +250,48 @@ def _auxiliary_loss(predicted: torch.Tensor) -> bool:
     if not predicted.is_floating_point():
         return False
     return predicted.dim() == 0 or (predicted.numel() <= AUXILIARY_ELEMENTS and not bool(predicted.any()))
+
+
+def _training_only(predicted: Any, forwarded: Any) -> list[int]:
+    """The positions, among forward's tensors, of those where predict's result has None in the
+    same place of the same structure (``return x, (aux if self.training else None)``); empty
+    when the structures differ in any other way."""
+    p_leaves, f_leaves = _leaves(predicted), _leaves(forwarded)
+    if len(p_leaves) != len(f_leaves):
+        return []
+    extra, position = [], 0
+    for p, f in zip(p_leaves, f_leaves):
+        if isinstance(f, torch.Tensor):
+            if p is None:
+                extra.append(position)
+            elif not isinstance(p, torch.Tensor):
+                return []
+            position += 1
+        elif isinstance(p, torch.Tensor):
+            return []
+    return extra
+
+
+def _leaves(obj: Any) -> list[Any]:
+    """The tensors and Nones of an output, in the order of :func:`tensors_in`."""
+    if isinstance(obj, dict):
+        return [leaf for v in obj.values() for leaf in _leaves(v)]
+    if isinstance(obj, (tuple, list)):
+        return [leaf for v in obj for leaf in _leaves(v)]
+    return [obj] if obj is None or isinstance(obj, torch.Tensor) else []
+
+
+def _shortened_dims(ctx: Context, predicted: torch.Tensor, forwarded: torch.Tensor) -> list[int]:
+    """The dimensions along which the training output is shorter than predict's, when that is
+    all that differs and none of them is the batch's: the shape a layer that drops tokens (or
+    patches, or time steps) at random in training gives. Empty otherwise."""
+    if predicted.dtype != forwarded.dtype or predicted.dim() != forwarded.dim():
+        return []
+    batch = ctx.layouts[0].batch_dim if ctx.layouts else None
+    dims = [d for d, (a, b) in enumerate(zip(predicted.shape, forwarded.shape)) if a != b]
+    if batch in dims or any(forwarded.shape[d] > predicted.shape[d] for d in dims):
+        return []
+    return dims
 
 
 def _mode_dependence(ctx: Context, subject: Subject) -> str | None:
