@@ -20,10 +20,10 @@ original's: it is equivalent too, counted in its own column. Equivalent mutants 
 of the rates (what the tools say of them is listed: a failure there is a false alarm).
 On every mutant it runs layercheck's default suite (caught: a check ``failed`` or ``error``
 that passed or was skipped on the original) and gradcheck in fast and slow mode (float64, every
-input and parameter; caught: it returns False or raises), then lists every mutant each of them
-misses.
+parameter and every input not declared constant, ``grad=no``; caught: it returns False or
+raises), then lists every mutant each of them misses.
 
-    python benchmarks/mutants.py [--only NAME] [--max N] [--seed 0] [--threads 1] [--all] [--third-party]
+    python benchmarks/mutants.py [--only NAME ...] [--max N] [--seed 0] [--threads 1] [--all] [--third-party]
 
 ``--third-party`` mutates the hand-written backward passes of installed libraries nobody on the
 team wrote instead (THIRD_PARTY: entmax's sparsemax, entmax and bisection Functions,
@@ -31,8 +31,12 @@ memory-efficient-attention-pytorch's flash attention, pytorch_wavelets' 1-D and 
 filter banks, mambapy's parallel scan, MONAI's and timm's memory-efficient activations,
 linear_operator's (gpytorch's) solve and inverse quadratic form, revtorch's and reformer-pytorch's
 reversible stacks, roma's special Procrustes by SVD and by Horn's quaternion eigenvector,
-torch_struct's checkpointing semiring, torchdiffeq's adjoint ODE solve), each through a small layer
-of ours that loads the mutated copy of the module.
+torch_struct's checkpointing semiring, torchdiffeq's adjoint ODE solve, the sparsemax package's
+sparsemax, pytorch_tabnet's sparsemax and entmax-1.5, gpytorch's RBF and Matern covariances and
+log normal CDF, e3nn's soft unit step, torch_einops_utils' soft-target cross entropies and
+categorical KL, memcnn's additive and affine couplings, pytorch_wavelets' dual-tree complex
+wavelet transform, forward and inverse), each through a small layer of ours that loads the mutated
+copy of the module.
 """
 
 from __future__ import annotations
@@ -608,6 +612,95 @@ THIRD_PARTY = [
      "        states = M.odeint_adjoint(dynamics, x, t, method='rk4', options={'step_size': 0.25}, "
      "adjoint_params=params)\n"
      "        return torch.cat((states[1], states[2]), dim=-1)", ("2,3:BC",)),
+    # three dimensions: the backward flattens all but the last, as the forward does
+    ("sparsemax Sparsemax", "sparsemax.sparsemax", "class LAYER(M.Sparsemax):\n    def __init__(self):\n"
+     "        super().__init__(dim=-1)", ("2,3,5:BTC",)),
+    # on a copy of the input: tabnet's sparsemax subtracts the row maxima in place from the tensor
+    # it is given, the caller's (input_unchanged fails the original on it, and gradcheck's slow
+    # mode, whose finite differences it shifts)
+    ("pytorch_tabnet Sparsemax", "pytorch_tabnet.sparsemax", "class LAYER(M.Sparsemax):\n    def __init__(self):\n"
+     "        super().__init__(dim=-1)\n\n    def forward(self, x):\n        return super().forward(x.clone())",
+     ("3,5:BC",)),
+    ("pytorch_tabnet Entmax15", "pytorch_tabnet.sparsemax", "class LAYER(M.Entmax15):\n    def __init__(self):\n"
+     "        super().__init__(dim=-1)", ("3,5:BC",)),
+    # GP covariances as gpytorch's RBFKernel and MaternKernel call them where the points take no
+    # gradient (the Functions refuse points that do): a gradient for the lengthscale only, kept
+    # positive by softplus
+    ("gpytorch RBFCovariance", "gpytorch.functions.rbf_covariance",
+     "from gpytorch.kernels.kernel import sq_dist\n\n\nclass LAYER(nn.Module):\n    def __init__(self):\n"
+     "        super().__init__()\n        self.raw_lengthscale = nn.Parameter(torch.tensor([[0.5]]))\n\n"
+     "    def forward(self, x1, x2):\n"
+     "        return M.RBFCovariance.apply(x1, x2, nn.functional.softplus(self.raw_lengthscale), sq_dist)",
+     ("4,2:UU grad=no", "3,2:UU grad=no")),
+    *[(f"gpytorch MaternCovariance (nu={nu})", "gpytorch.functions.matern_covariance",
+       "from gpytorch.kernels.kernel import dist\n\n\nclass LAYER(nn.Module):\n    def __init__(self):\n"
+       "        super().__init__()\n        self.raw_lengthscale = nn.Parameter(torch.tensor([[0.5]]))\n\n"
+       "    def forward(self, x1, x2):\n"
+       f"        return M.MaternCovariance.apply(x1, x2, nn.functional.softplus(self.raw_lengthscale), {nu}, dist)",
+       ("4,2:UU grad=no", "3,2:UU grad=no"))
+      for nu in (0.5, 1.5, 2.5)],
+    # z in [-1, 2): below -1 the forward is a rational approximation whose own derivative differs
+    # from the backward's by 0.05-0.7% (on normal inputs gradcheck's slow mode and layercheck's
+    # gradient check fail the original)
+    ("gpytorch LogNormalCDF", "gpytorch.functions._log_normal_cdf",
+     "class LAYER(nn.Module):\n    def forward(self, z):\n        return M.LogNormalCDF.apply(z)",
+     ("4,6:BC values=uniform:-1:2",)),
+    ("e3nn soft_unit_step", "e3nn.math._soft_unit_step",
+     "class LAYER(nn.Module):\n    def forward(self, x):\n        return M.soft_unit_step(x)", ("2,3,4:BCT",)),
+    # losses whose backward gives no gradient for the target: the target is declared grad=no
+    ("torch_einops_utils soft-target CE", "torch_einops_utils.stable_softmax",
+     "class LAYER(nn.Module):\n    def forward(self, logits, target_logits):\n"
+     "        return M.soft_target_cross_entropy_from_logits(logits, target_logits)", ("3,5:BC", "3,5:BC grad=no")),
+    ("torch_einops_utils categorical_kl", "torch_einops_utils.stable_softmax",
+     "class LAYER(nn.Module):\n    def forward(self, p, q):\n        return M.categorical_kl(p, q)",
+     ("3,5:BC", "3,5:BC")),
+    ("torch_einops_utils soft-target binary CE", "torch_einops_utils.stable_softmax",
+     "class LAYER(nn.Module):\n    def forward(self, logits, target_logits):\n"
+     "        return M.soft_target_binary_cross_entropy(logits, target_logits)", ("3,4:BC", "3,4:BC grad=no")),
+    # memcnn's reversible couplings through their memory-saving Functions (implementation 0 keeps
+    # the input, 1 rebuilds it from the output; the backward recomputes Fm and Gm). Fm and Gm hold
+    # fixed weights in buffers: with one of their parameters frozen the backward raises
+    # (torch.autograd.grad over every parameter; needs_input_grad fails the original). Left out,
+    # their input gradients wrong (layercheck and gradcheck agree): the additive and affine
+    # inverses of implementation 0 (the halves of the gradient swapped: grad of (y2, y1)
+    # concatenated for y = (y1, y2)) and the affine coupling of implementation 1, forward and
+    # inverse (x2's gradient through y2 = s2 * x2 + t2 taken as if s2 were 1)
+    *[(f"memcnn {kind}Coupling{' inverse' if inverse else ''} (impl. {impl})",
+       f"memcnn.models.{kind.lower()}",
+       "class Fixed(nn.Module):\n    def __init__(self, seed):\n        super().__init__()\n"
+       "        generator = torch.Generator().manual_seed(seed)\n"
+       "        self.register_buffer('weight', torch.randn(2, 2, generator=generator))\n"
+       "        self.register_buffer('bias', torch.randn(2, generator=generator))\n\n"
+       "    def forward(self, x):\n        return torch.tanh(nn.functional.linear(x, self.weight, self.bias))\n\n\n"
+       "class LAYER(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+       f"        self.coupling = M.{kind}Coupling({module.format('Fixed(1)')}, {module.format('Fixed(2)')}, "
+       f"implementation_fwd={impl}, implementation_bwd={impl})\n\n"
+       f"    def forward(self, x):\n        return self.coupling.{'inverse' if inverse else 'forward'}(x)",
+       ("3,4:BC",))
+      for kind, module, impl, inverse in (("Additive", "{}", 0, False), ("Additive", "{}", 1, False),
+                                          ("Additive", "{}", 1, True),
+                                          ("Affine", "M.AffineAdapterNaive({})", 0, False))],
+    # the dual-tree complex wavelet transform's Functions (pytorch_wavelets' DTCWTForward and
+    # DTCWTInverse, level 1 and the levels after it) at the library's default symmetric padding,
+    # called as those modules call them, with their default filters (biorthogonal near_sym_a,
+    # q-shift qshift_a) and orientations in dim 2, real and imaginary parts last
+    *[(f"pytorch_wavelets DTCWT {name}", "pytorch_wavelets.dtcwt.transform_funcs",
+       "from pytorch_wavelets.dtcwt.coeffs import biort, qshift\n"
+       "from pytorch_wavelets.dtcwt.lowlevel import prep_filt\n"
+       "from pytorch_wavelets.dwt.lowlevel import mode_to_int\n\n\n"
+       "class LAYER(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+       f"        for i, h in enumerate({filters}):\n"
+       "            self.register_buffer(f'h{i}', prep_filt(h, 1))\n\n"
+       f"    def forward(self, {arguments}):\n"
+       f"        return M.{name}.apply({arguments}, *self.buffers(), {flags}2, -1, mode_to_int('symmetric'))",
+       layouts)
+      for name, filters, arguments, flags, layouts in (
+          ("FWD_J1", "[biort('near_sym_a')[i] for i in (0, 2)]", "x", "False, ", ("2,1,4,4:BCSS",)),
+          ("FWD_J2PLUS", "[qshift('qshift_a')[i] for i in (0, 4, 1, 5)]", "x", "False, ", ("2,1,4,4:BCSS",)),
+          ("INV_J1", "[biort('near_sym_a')[i] for i in (1, 3)]", "lows, highs", "",
+           ("2,1,4,4:BCSS", "2,1,6,2,2,2:BCUSSU")),
+          ("INV_J2PLUS", "[qshift('qshift_a')[i] for i in (2, 6, 3, 7)]", "lows, highs", "",
+           ("2,1,4,4:BCSS", "2,1,6,2,2,2:BCUSSU")))],
 ]
 SIBLING = """import importlib.util
 import sys
@@ -617,7 +710,7 @@ import torch
 from torch import nn
 
 _path = Path(__file__).with_name({file!r})
-_spec = importlib.util.spec_from_file_location(f"{package}layercheck_mutant_{{abs(hash(str(_path)))}}", _path)
+{shadowed}_spec = importlib.util.spec_from_file_location(f"{package}layercheck_mutant_{{abs(hash(str(_path)))}}", _path)
 M = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = M
 _spec.loader.exec_module(M)
@@ -642,13 +735,19 @@ def third_party(folder: Path) -> list[Original]:
         tree = ast.parse(mutated.read_text())
         relative = any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
         package = module.rpartition(".")[0] + "." if relative else ""
-        wrapper.write_text(SIBLING.format(file=mutated.name, package=package) + layer + "\n")
+        # A copy named as its library (sparsemax/sparsemax.py) would stand in for the library
+        # where the copy imports it (from sparsemax.utils import ...), its folder being on
+        # sys.path: the library is imported first, from the other folders.
+        top = module.split(".")[0]
+        shadowed = (f"sys.path.remove(str(_path.parent))\nimport {top}\nsys.path.insert(0, str(_path.parent))\n"
+                    if mutated.stem == top else "")
+        wrapper.write_text(SIBLING.format(file=mutated.name, package=package, shadowed=shadowed) + layer + "\n")
         found.append(Original(name, (wrapper, mutated), "LAYER", mutated, layouts))
     if missing:
         print(f"not installed, left out: {', '.join(dict.fromkeys(missing))} (pip install --no-deps entmax "
               "memory-efficient-attention-pytorch einops timm monai pytorch_wavelets PyWavelets mambapy revtorch "
               "reformer-pytorch axial-positional-embedding linear_operator jaxtyping wadler_lindig roma torch-struct "
-              "torchdiffeq scipy)",
+              "torchdiffeq scipy sparsemax pytorch-tabnet gpytorch e3nn torch-einops-utils memcnn)",
               file=sys.stderr)
     return found
 
@@ -739,7 +838,7 @@ def cases_for(target: Target, seed: int, dtype: torch.dtype = torch.float64) -> 
     for values, tail in [(None, "")] + ([(parameters(first), ", random parameters")] if own else []):
         for changed, description in _boundary(inputs(first), values or own, target.specs):
             found.append(Case(description + tail, "boundary", changed, values))
-    names = [f"input {i}" for i in range(len(target.layouts))] + list(own)
+    names = [f"input {i}" for i, spec in enumerate(target.specs) if spec.takes_grad] + list(own)
     if len(names) > 1:
         found += [Case(f"only {name} requires grad", "partial", inputs(first), requiring=frozenset({name}))
                   for name in names]
@@ -790,7 +889,8 @@ def observe(target: Target, case: Case, dtype: torch.dtype = torch.float64) -> d
         with torch.no_grad():
             for name, value in case.parameters.items():
                 parameters[name].copy_(value)
-    inputs = [x.clone().requires_grad_(case.requires(f"input {i}")) for i, x in enumerate(case.inputs)]
+    inputs = [x.clone().requires_grad_(spec.takes_grad and case.requires(f"input {i}"))  # grad=no: a constant
+              for i, (x, spec) in enumerate(zip(case.inputs, target.specs))]
     for name, p in parameters.items():
         p.requires_grad_(case.requires(name))
     leaves = [(f"input {i}", x) for i, x in enumerate(inputs)] + list(parameters.items())
@@ -830,7 +930,7 @@ def gradcheck_verdict(target: Target, *, fast: bool, seed: int) -> str:
     """``passed``, ``failed`` (gradcheck returned False) or ``raised Type: message``: gradcheck,
     float64, on layercheck's generated inputs and every parameter (through functional_call)."""
     subject = target.build(torch.float64)
-    inputs = [x.requires_grad_() for x in subject.inputs()]
+    inputs = subject.inputs(requires_grad=True)  # those declared grad=no stay constant
     names = [name for name, _ in subject.parameters()]
     parameters = [p.detach().clone().requires_grad_() for _, p in subject.parameters()]
     module = subject.module
@@ -1069,14 +1169,15 @@ def _describe(v: Verdict, verdicts: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="one original: its name or a part of it (prelu.py, good_grad_swish)")
+    parser.add_argument("--only", action="append", default=[],
+                        help="one original: its name or a part of it (prelu.py, good_grad_swish); repeated, several")
     parser.add_argument("--max", type=int, default=None, help="at most N mutants per original, drawn with the seed")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs, of the checks and of --max")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the layers are tiny)")
     parser.add_argument("--all", action="store_true", help="list every mutant with its verdicts")
     parser.add_argument("--third-party", action="store_true",
-                        help="mutate installed libraries' backward passes instead (entmax, timm, monai, "
-                             "memory-efficient-attention-pytorch)")
+                        help="mutate installed libraries' backward passes instead (THIRD_PARTY: entmax, timm, "
+                             "monai, gpytorch, memcnn, ...)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -1084,12 +1185,13 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="layercheck_mutants_") as workdir, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # mutants make torch warn (in-place, shapes); the figures are the output
         every = third_party(Path(workdir)) if args.third_party else originals()
-        chosen = every
-        if args.only:
-            chosen = [o for o in every if args.only == o.name] or [o for o in every if args.only in o.name]
-            if len(chosen) != 1:
-                parser.error(f"--only {args.only} names {len(chosen)} originals; they are: "
+        chosen = every if not args.only else []
+        for only in args.only:
+            named = [o for o in every if only == o.name] or [o for o in every if only in o.name]
+            if len(named) != 1:
+                parser.error(f"--only {only} names {len(named)} originals; they are: "
                              + ", ".join(o.name for o in every))
+            chosen += [o for o in named if o not in chosen]
         for index, original in enumerate(chosen):
             began = time.perf_counter()
             bench = Bench(original, Path(workdir) / f"original{index}", args.seed)
