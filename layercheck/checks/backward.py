@@ -51,6 +51,7 @@ class _Pass:
     cotangents: list[torch.Tensor]
     kept: dict[str, _Kept]  # name -> the tensor before backward, as a fingerprint
     live: dict[str, torch.Tensor]  # name -> the tensor itself
+    tracked: frozenset[str] = frozenset()  # the inputs, as the layer got them, on the graph before backward
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,8 @@ def _forward(ctx: Context, subject: Subject, inputs: list[torch.Tensor]) -> _Pas
             for j, saved in enumerate(_saved(node)):
                 live.setdefault(f"tensor {j} that {name} saved for backward", saved)
     kept = {name: _Kept.of(t) for name, t in live.items()}
-    return _Pass(subject, inputs, outputs, ws, kept, live)
+    tracked = frozenset(name for name, t in live.items() if name.startswith("input ") and t.grad_fn is not None)
+    return _Pass(subject, inputs, outputs, ws, kept, live, tracked)
 
 
 def _saved(node: Any) -> Sequence[torch.Tensor]:
@@ -221,7 +223,16 @@ def backward_pure(ctx: Context) -> str:
 def _assert_unchanged(ctx: Context, run: _Pass) -> None:
     """Every tensor the backward was handed is as it was. Where a fingerprint moved, the
     tensor as it was comes from the same forward run again (a fresh layer, the same inputs
-    and seeded output gradients) and is compared exactly, for the message."""
+    and seeded output gradients) and is compared exactly, for the message. An input the layer
+    got attached to the graph is still attached: a backward that calls ``detach_()`` on it
+    cuts the caller's tensor from the graph that made it."""
+    detached = sorted(name for name in run.tracked if run.live[name].grad_fn is None)
+    if detached:
+        raise CheckFailed(f"backward detached {', '.join(detached)} in place (detach_() on what the layer was "
+                          "given, or on a tensor it saved that is that input): the caller's tensor is cut from the "
+                          "graph that made it, so what is computed from it after this backward (a second loss, a "
+                          "gradient penalty) no longer reaches the layers before; fix: detach(), a new tensor",
+                          tensors=detached)
     again: _Pass | None = None
     for name, kept in run.kept.items():
         now = run.live[name].detach()
