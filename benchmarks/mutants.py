@@ -912,6 +912,10 @@ def observe(target: Target, case: Case, dtype: torch.dtype = torch.float64) -> d
     seen |= {f"{name} after backward": t.detach().clone() for name, t in leaves}
     seen |= {f"output {j} after backward": o.detach().clone() for j, o in enumerate(outputs)}
     seen |= {f"grad_output {j} after backward": g for j, g in enumerate(grads)}
+    # an input requiring grad reaches the layer as a copy computed from it, as the layer before's
+    # output would (Subject.call): a backward that detach_()es it cuts the caller's tensor from its graph
+    seen |= {f"input {i} as the layer got it, still on its graph": x.grad_fn is not None
+             for i, x in enumerate(subject.fed) if isinstance(x, torch.Tensor) and x.requires_grad}
     return seen
 
 
