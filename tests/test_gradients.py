@@ -744,3 +744,13 @@ def test_a_fake_quantised_layer_is_skipped_with_the_reason() -> None:
     report = check_layer(qat.Linear(7, 5, qconfig=get_default_qat_qconfig("fbgemm")), "4,7:BC", checks=["gradients"])
     rows = [r for r in report.results if r.check == "gradients"]
     assert rows and all(r.status.value == "skipped" and "fake-quantises" in r.message for r in rows), rows
+
+
+def test_a_float32_gradient_within_its_rounding_floor_is_named_in_the_pass_message() -> None:
+    """A bias before BatchNorm has a float64 gradient of zero (by cancellation) and a float32 one of
+    rounding: far beyond the relative tolerance, within the floor. The pass says which and why,
+    instead of quoting a relative difference of 1e8 against a tolerance of 0.01 and nothing else."""
+    report = run_zoo("good_bias_before_batchnorm", only=("gradients",))
+    (result,) = [r for r in report.results if r.check == "gradients" and r.variant == "float32"]
+    assert result.status.value == "passed"
+    assert "parameter 'conv.bias' beyond the tolerance but within the rounding floor measured for it" in result.message

@@ -1205,8 +1205,14 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
         vouched = (_agreement(ref.verdict) if ref.verdict.passed else
                    "agree with finite differences in eval mode (in training mode the layer holds a no_grad "
                    "computation constant by design: see gradients[float64])")
+        floored = [names[i] for i, d in enumerate(differences) if d > tolerance]
+        one = len(floored) == 1
+        within = (f"; {', '.join(floored[:3])}{' and more' if len(floored) > 3 else ''} beyond the tolerance but "
+                  f"within the rounding floor measured for {'it' if one else 'them'}: {name}'s own rounding moves "
+                  f"{'its gradient' if one else 'their gradients'} as much (a gradient zero by cancellation, or one "
+                  "the layer amplifies rounding into)" if floored else "")
         return (f"{name} gradients of {_count_names(names)} match the float64 gradients (largest relative "
-                f"difference {differences[worst]:.2g} in {names[worst]}, tolerance {tolerance:g}), which "
+                f"difference {differences[worst]:.2g} in {names[worst]}, tolerance {tolerance:g}{within}), which "
                 f"{vouched}", details)
     if agree:
         if ctx.planned("gradients:float64"):
