@@ -133,12 +133,13 @@ class _Output(nn.Module):
     """A layer that returns a tuple (a recurrent layer's output and final state), as its first element alone
     (one that returns a tensor, as it is: Hugging Face's blocks return either, by version)."""
 
-    def __init__(self, layer: nn.Module) -> None:
+    def __init__(self, layer: nn.Module, **keywords: Any) -> None:
         super().__init__()
         self.layer = layer
+        self.keywords = keywords  # passed on each call (attention_mask=None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.layer(x)
+        out = self.layer(x, **self.keywords)
         return out if isinstance(out, torch.Tensor) else out[0]
 
 
@@ -160,6 +161,18 @@ def _llama_config(transformers: Any) -> Any:
 
 
 _DECODERS = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "gemma": "Gemma", "phi3": "Phi3"}
+
+
+def _mixtral_moe(transformers: Any) -> nn.Module:
+    """Mixtral's sparse mixture of experts alone. Its experts' weights are made with torch.empty and
+    left to the model's initialisation: drawn here as the model draws them (normal, std 0.02)."""
+    module = importlib.import_module("transformers.models.mixtral.modeling_mixtral")
+    block = module.MixtralSparseMoeBlock(transformers.MixtralConfig(hidden_size=16, intermediate_size=32,
+                                                                   num_local_experts=4, num_experts_per_tok=2))
+    with torch.no_grad():
+        for parameter in block.parameters():
+            parameter.normal_(0.0, 0.02)
+    return _Output(block)
 
 
 class _Decoder(nn.Module):
@@ -442,7 +455,14 @@ LAYERS = [
             t.T5Config(d_model=16, d_kv=4, d_ff=32, num_heads=4, dropout_rate=0.0), has_relative_attention_bias=True))),
         ("ViTLayer", lambda t: _Output(importlib.import_module("transformers.models.vit.modeling_vit").ViTLayer(
             t.ViTConfig(hidden_size=16, intermediate_size=32, num_attention_heads=4, hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0)))))],
+                        attention_probs_dropout_prob=0.0)))),
+        ("MixtralSparseMoeBlock (top-2 of 4 experts)", _mixtral_moe),
+        ("WhisperEncoderLayer", lambda t: _Output(importlib.import_module(
+            "transformers.models.whisper.modeling_whisper").WhisperEncoderLayer(
+            t.WhisperConfig(d_model=16, encoder_attention_heads=4, encoder_ffn_dim=32)), attention_mask=None)),
+        ("MambaMixer (PyTorch path)", lambda t: _Output(importlib.import_module(
+            "transformers.models.mamba.modeling_mamba").MambaMixer(
+            t.MambaConfig(hidden_size=16, state_size=4, expand=2, conv_kernel=3, use_mambapy=False), layer_idx=0))))],
     *[Layer(f"x-transformers {name}", "x_transformers", make, ("2,5,16:BTC",)) for name, make in (
         ("Encoder", lambda m: m.Encoder(dim=16, depth=1, heads=2, attn_dim_head=8)),
         ("Encoder, rotary, GLU", lambda m: m.Encoder(dim=16, depth=1, heads=2, attn_dim_head=8, rotary_pos_emb=True,
@@ -795,6 +815,9 @@ FINDINGS: dict[tuple[str, str], str] = {
         "true: forward flattens its input with x.view(-1, x.size(-1)), which raises on a (B, T, C) input stored "
         "channels-first (a Conv1d's (B, C, T) output transposed back), where reshape would work; GPT-2's own "
         "blocks hand it contiguous tensors, so it bites only reuse outside them"),
+    ("transformers MixtralSparseMoeBlock (top-2 of 4 experts)", "noncontiguous"): (
+        "true: forward flattens its input with hidden_states.view(-1, hidden_dim), which raises on a (B, T, C) "
+        "input stored channels-first, where reshape would work (as GPT-2's Conv1D)"),
     ("memory-efficient-attention FlashAttention", "dtype[float64]"): _FLOAT32_ONLY,
     ("memory-efficient-attention FlashAttention causal", "dtype[float64]"): _FLOAT32_ONLY,
     ("memory-efficient-attention CosineSimFlashAttention", "gradients[float64]"): (
