@@ -105,7 +105,6 @@ class _Run:
         self.context = context()
         self.folder = ""
         self.started_workers = 0
-        self.stopping = False  # the run is ending: workers are killed, not asked to exit
 
     @property
     def phase_limit(self) -> float | None:
@@ -249,10 +248,7 @@ class _Run:
 
     def _retire(self, worker: Worker) -> None:
         self.workers.pop(worker, None)
-        if self.stopping:
-            worker.kill()
-        else:
-            worker.stop()
+        worker.stop()  # one killed by _stop already is joined at once
 
     def _read_sent(self, worker: Worker) -> None:
         """Take in what a worker killed by :meth:`_stop` sent before it died. A Ctrl-C that
@@ -321,7 +317,6 @@ class _Run:
     def _stop(self, reason: str, *, unstarted: str | None) -> None:
         """End the run now: kill every worker; what each was doing becomes an error ending
         with ``reason``; targets not started get ``unstarted`` as their error (None: left out)."""
-        self.stopping = True
         for worker in self.workers:
             worker.send_kill()
         for worker in list(self.workers):
