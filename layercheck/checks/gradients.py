@@ -1398,12 +1398,14 @@ def _reached_on_other_inputs(ctx: Context, missing: Sequence[str]) -> list[str]:
     reached: set[str] = set()
     for k in range(1, OTHER_DRAWS + 1):
         subject = ctx.fresh(torch.float32)
-        fn = LayerFunction(subject, subject.target.inputs(torch.float32, subject.device, seed=ctx.seed + 7919 * k))
+        inputs = subject.target.inputs(torch.float32, subject.device, seed=ctx.seed + 7919 * k)
         try:
-            result = fn.gradient(lambda outputs: cotangents(ctx, outputs, copy=False))
-        except LayerRaised:
+            run = _analytic(ctx, subject, inputs)
+        except LayerRaised:  # the forward, on these inputs
             continue
-        reached.update(name for name, g in zip(fn.names, result.grads) if g is not None and name in missing)
+        if run.result is None:  # the backward raised
+            continue
+        reached.update(name for name, g in zip(run.fn.names, run.grads) if g is not None and name in missing)
         if reached >= set(missing):
             break
     return [name for name in missing if name in reached]
