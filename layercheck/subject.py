@@ -806,12 +806,17 @@ _DRAW_TAG = 0x6C61_7965  # "laye": keeps these streams apart from any other use 
 
 def tensors_in(obj: Any) -> list[torch.Tensor]:
     """Every tensor in an output: tuples, lists and dict values, depth first, in order."""
-    if isinstance(obj, torch.Tensor):
+    return [leaf for leaf in leaves_in(obj) if leaf is not None]
+
+
+def leaves_in(obj: Any) -> list[torch.Tensor | None]:
+    """The tensors and the Nones of an output (``return y, None``), in the order of :func:`tensors_in`."""
+    if obj is None or isinstance(obj, torch.Tensor):
         return [obj]
     if isinstance(obj, dict):
-        return [t for v in obj.values() for t in tensors_in(v)]
+        return [leaf for v in obj.values() for leaf in leaves_in(v)]
     if isinstance(obj, (tuple, list)):
-        return [t for v in obj for t in tensors_in(v)]
+        return [leaf for v in obj for leaf in leaves_in(v)]
     return []
 
 

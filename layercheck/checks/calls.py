@@ -30,6 +30,7 @@ from layercheck.subject import (
     custom_backward_nodes,
     has_uninitialized_parameters,
     initialize,
+    leaves_in,
     signature_accepts,
 )
 
@@ -256,7 +257,7 @@ def _training_only(predicted: Any, forwarded: Any) -> list[int]:
     """The positions, among forward's tensors, of those where predict's result has None in the
     same place of the same structure (``return x, (aux if self.training else None)``); empty
     when the structures differ in any other way."""
-    p_leaves, f_leaves = _leaves(predicted), _leaves(forwarded)
+    p_leaves, f_leaves = leaves_in(predicted), leaves_in(forwarded)
     if len(p_leaves) != len(f_leaves):
         return []
     extra, position = [], 0
@@ -270,15 +271,6 @@ def _training_only(predicted: Any, forwarded: Any) -> list[int]:
         elif isinstance(p, torch.Tensor):
             return []
     return extra
-
-
-def _leaves(obj: Any) -> list[Any]:
-    """The tensors and Nones of an output, in the order of :func:`tensors_in`."""
-    if isinstance(obj, dict):
-        return [leaf for v in obj.values() for leaf in _leaves(v)]
-    if isinstance(obj, (tuple, list)):
-        return [leaf for v in obj for leaf in _leaves(v)]
-    return [obj] if obj is None or isinstance(obj, torch.Tensor) else []
 
 
 def _shortened_dims(ctx: Context, predicted: torch.Tensor, forwarded: torch.Tensor) -> list[int]:
