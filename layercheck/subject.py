@@ -133,9 +133,9 @@ class Target:
         if self.kind != "module":
             return None
         if self._pristine is None:
-            layer = self._at_home(self.construct())
+            layer = self.at_home(self.construct())
             initialize(layer, self, self.seed)
-            self._pristine = layer
+            self._pristine = self.at_home(layer)
         return self._pristine
 
     def build(self, dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> Subject:
@@ -155,14 +155,17 @@ class Target:
     def _another(self, pristine: nn.Module) -> nn.Module:
         if self.instance is not None:
             return copy.deepcopy(pristine)  # the instance was copied once already (construct)
-        layer = self._at_home(self.construct())
+        layer = self.at_home(self.construct())
         initialize(layer, self, self.seed)
+        layer = self.at_home(layer)
         _load_tensors(layer, pristine)
         return layer
 
-    def _at_home(self, layer: nn.Module | None) -> nn.Module:
-        """A constructed layer moved to the device the checks run on (``--on``), before
-        ``initialize`` or a lazy first call, which then run there too."""
+    def at_home(self, layer: nn.Module | None) -> nn.Module:
+        """A layer moved to the device the checks run on (``--on``): once constructed, so that
+        ``initialize`` or a lazy first call run there too, and again after ``initialize``, whose
+        new parameters (``torch.full(...)`` without ``device=``, as the bundled SReLU makes them)
+        are on the CPU: as a user's ``.to(device)`` after building the layer moves them."""
         assert layer is not None
         return layer if self.home.type == "cpu" else layer.to(self.home)
 

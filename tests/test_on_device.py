@@ -19,6 +19,7 @@ import layercheck
 from layercheck.cli import app
 from layercheck.loading import resolve
 from layercheck.result import Status
+from layercheck.subject import Target
 
 from conftest import ROOT
 
@@ -149,3 +150,13 @@ def test_a_triton_layer_passes_on_cuda_and_its_buggy_twin_fails_gradients() -> N
                                     checks=["forward_runs"])
     (result,) = [r for r in on_cpu.results if r.check == "forward_runs"]
     assert result.status is Status.FAILED and "--on cuda" in result.message
+
+
+def test_parameters_initialize_creates_on_the_cpu_are_moved_where_the_checks_run() -> None:
+    """The bundled SReLU creates its parameters in initialize with torch.full (no device=): the
+    layer is moved to --on's device before initialize (a lazy first call runs there) and again
+    after it, as a user's .to() after building the layer. "meta" stands in for a GPU here."""
+    target = Target(resolve(SRELU, base_dir=ROOT), [layercheck.Layout.parse("3,4,2,5:SSCB")], on="meta")
+    for layer in (target.pristine(), target.build(dtype=torch.float64).module):
+        assert layer is not None
+        assert {p.device.type for p in layer.parameters()} == {"meta"}

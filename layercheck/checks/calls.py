@@ -111,8 +111,7 @@ def initialize_keeps_values(ctx: Context) -> tuple[str, dict[str, Any]]:
     a layer loaded from a checkpoint, must change nothing. Guard each creation with
     ``if self.weight is None`` (or similar).
     """
-    layer = ctx.target.construct()
-    assert layer is not None
+    layer = ctx.target.at_home(ctx.target.construct())
     hook = getattr(layer, "initialize", None)
     lazy = has_uninitialized_parameters(layer)
     if not callable(hook) and not lazy:

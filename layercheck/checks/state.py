@@ -34,7 +34,6 @@ from layercheck.sdk import (
     rounding_tolerances,
     user_trace,
 )
-from layercheck.subject import initialize
 
 _RESET_CALLS = 3  # forward calls before reset_state: enough for a recurrent state to move away from its start
 _STATELESS = modules_only("operations (autograd.Function, custom operators, functions) have no state")
@@ -286,14 +285,14 @@ def _nudge(module: nn.Module, seed: int) -> None:
 
 
 def _construct(ctx: Context, *, seed: int) -> nn.Module:
-    """A new instance from the same constructor call and ``initialize``, seeded ``seed``."""
+    """A new instance from the same constructor call and ``initialize``, seeded ``seed``, on the
+    device the checks run on (``--on``)."""
     target = ctx.target
     other = Target(target.instance if target.instance is not None else target.cls, target.specs,
                    args=target.args, kwargs=target.kwargs, seed=seed, name=target.name, invocation=target.invocation,
-                   constants=target.constants)
-    module = other.construct()
+                   constants=target.constants, on=target.home)
+    module = other.pristine()
     assert module is not None
-    initialize(module, other, seed)
     return module
 
 
