@@ -27,8 +27,12 @@ def outcome(layer: type | nn.Module, check: str, *layouts: str, tolerance: dict[
     return found[0]
 
 
-def zoo_outcome(name: str, check: str) -> CheckResult:
-    (found,) = [r for r in run_zoo(name, only=(check,)).results if r.check == check]
+def zoo_outcome(name: str, check: str, variant: str | None = None) -> CheckResult:
+    """The zoo layer's result of ``check`` (autocast: its CPU variant; a machine with CUDA runs
+    autocast:cuda too)."""
+    variant = "cpu" if variant is None and check == "autocast" else variant
+    (found,) = [r for r in run_zoo(name, only=(check,)).results
+                if r.check == check and (variant is None or r.variant == variant)]
     return found
 
 
@@ -52,6 +56,18 @@ def test_a_function_without_the_amp_decorators_is_named_with_the_fix() -> None:
     assert "@torch.amp.custom_fwd(device_type='cpu')" in found.message
     assert "@torch.amp.custom_bwd(device_type='cpu')" in found.message
     assert found.details["reproduce"].endswith("--check autocast:cpu --seed 0")
+
+
+def test_a_function_decorated_for_another_device_type_is_named_with_it() -> None:
+    """custom_fwd/custom_bwd for "cuda" do nothing under CPU autocast (and those for "cpu" nothing
+    under CUDA autocast, as a GPU machine showed on a layer decorated for the CPU only)."""
+    found = zoo_outcome("autocast_custom_fwd_other_device", "autocast")
+    assert found.status is Status.FAILED
+    assert found.message.startswith("CudaOnlyLinearFunction (torch.autograd.Function) has @torch.amp.custom_fwd/"
+                                    "@torch.amp.custom_bwd for device_type='cuda', not 'cpu': after a forward under "
+                                    "torch.autocast('cpu', dtype=torch.bfloat16), backward raised RuntimeError")
+    assert "@torch.amp.custom_fwd(device_type='cpu')" in found.message
+    assert "one Function per device type" in found.message
 
 
 class _CastsItsWeight(nn.Module):

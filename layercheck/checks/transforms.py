@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -182,17 +183,39 @@ def _assert_agree(ctx: Context, where: str, dtype: torch.dtype, predicted: list[
 
 def _amp_hint(ctx: Context, device_type: str) -> tuple[str, str]:
     """What leads a failure, and what to do, about the user's Functions that lack the autocast
-    decorators (found from the graph of one ordinary training forward)."""
-    lacking = [cls.__name__ for cls in _functions(ctx)
-               if getattr(cls.forward, "__code__", None) is None or cls.forward.__code__.co_name != "decorate_fwd"
-               or cls.backward.__code__.co_name != "decorate_bwd"]
-    if not lacking:
-        return "", ""
-    return (f"{', '.join(lacking)} (torch.autograd.Function) has no @torch.amp.custom_fwd/@torch.amp.custom_bwd: ",
-            ". Under autocast its forward computes in the autocast dtype where autocast casts (matmul, linear, conv) "
-            "and its backward runs outside autocast on a mix of dtypes. Decorate forward with "
-            f"@torch.amp.custom_fwd(device_type={device_type!r}) (cast_inputs=torch.float32 runs it in float32) and "
-            f"backward with @torch.amp.custom_bwd(device_type={device_type!r})")
+    decorators, or have them for another device type (found from the graph of one ordinary
+    training forward)."""
+    functions = _functions(ctx)
+    lacking = [cls.__name__ for cls in functions if _amp_device(cls) is None]
+    elsewhere = sorted({device for cls in functions if (device := _amp_device(cls)) not in (None, device_type)})
+    decorate = (f"Decorate forward with @torch.amp.custom_fwd(device_type={device_type!r}) (cast_inputs=torch.float32 "
+                f"runs it in float32) and backward with @torch.amp.custom_bwd(device_type={device_type!r})")
+    if lacking:
+        return (f"{', '.join(lacking)} (torch.autograd.Function) has no @torch.amp.custom_fwd/@torch.amp.custom_bwd: ",
+                ". Under autocast its forward computes in the autocast dtype where autocast casts (matmul, linear, "
+                f"conv) and its backward runs outside autocast on a mix of dtypes. {decorate}")
+    if elsewhere:
+        names = ", ".join(cls.__name__ for cls in functions if _amp_device(cls) in elsewhere)
+        return (f"{names} (torch.autograd.Function) has @torch.amp.custom_fwd/@torch.amp.custom_bwd for "
+                f"device_type={' and '.join(map(repr, elsewhere))}, not {device_type!r}: ",
+                f". The decorators act on their own device type's autocast only: under autocast({device_type!r}) "
+                "the forward computes in the autocast dtype where autocast casts (matmul, linear, conv) and the "
+                f"backward runs outside autocast on a mix of dtypes. For a layer that trains on {device_type} too, "
+                f"{decorate[0].lower()}{decorate[1:]} (one Function per device type, chosen by the input's "
+                "device, where it must run on several)")
+    return "", ""
+
+
+def _amp_device(cls: type[torch.autograd.Function]) -> str | None:
+    """The device type a Function's ``@torch.amp.custom_fwd``/``custom_bwd`` are for; None
+    without both."""
+    devices = []
+    for method, wrapper in ((cls.forward, "decorate_fwd"), (cls.backward, "decorate_bwd")):
+        code = getattr(method, "__code__", None)
+        if code is None or code.co_name != wrapper:
+            return None
+        devices.append(inspect.getclosurevars(method).nonlocals.get("device_type"))
+    return devices[0] if devices[0] == devices[1] and isinstance(devices[0], str) else None
 
 
 @contextlib.contextmanager
