@@ -14,6 +14,13 @@ resident set (``limits.measure_peak``) follows what is alive; that costs time (e
 allocation faults its pages in afresh: one forward+backward takes three times as long), so no
 time is read there. ``--cpu-time`` times in this process's CPU time instead of wall time
 (issue 12's measure).
+
+``--on cuda`` times the same with the layer and its inputs on that device, as ``layercheck run
+--on cuda`` runs them (issue 19): each check and the whole suite as multiples of one float64
+forward+backward on the device (the clock waits for the device), the cold first target, and
+``layercheck run --on cuda`` as a command (its wall time and its checks'). No memory pass there:
+the resident set does not see the device's memory. On a machine with CUDA the script runs that
+pass after the CPU figures, in a process of its own (so its first target is cold too).
 """
 
 from __future__ import annotations
@@ -61,10 +68,11 @@ class Measured:
     suite_peak: list[int] = field(default_factory=list)
 
 
-def forward_backward(cls: type, layout: Layout, clock: Callable[[], float]) -> tuple[float, float]:
+def forward_backward(cls: type, layout: Layout, clock: Callable[[], float],
+                     on: str | None = None) -> tuple[float, float]:
     """One float64 forward+backward of the layer (inputs and parameters): the median seconds of
     three after a warm-up, and its peak memory (bytes above what the process held)."""
-    target = Target(cls, [layout])
+    target = Target(cls, [layout], on=on)
     subject = target.build(dtype=torch.float64)
     times, peaks = [], []
     for _ in range(4):
@@ -79,29 +87,30 @@ def forward_backward(cls: type, layout: Layout, clock: Callable[[], float]) -> t
     return statistics.median(times[1:]), statistics.median(peaks[1:])
 
 
-def suite(cls: type, layout: Layout, clock: Callable[[], float]) -> tuple[RunReport, float, int]:
+def suite(cls: type, layout: Layout, clock: Callable[[], float],
+          on: str | None = None) -> tuple[RunReport, float, int]:
     """The default suite on one target: its report, seconds and peak memory (bytes above what
     the process held when it began)."""
     limits.reset_highest()
     start_rss = limits.resident() or 0
     start = clock()
-    report = run_target(Target(cls, [layout], name="layers/srelu.py:SReLU"), select())
+    report = run_target(Target(cls, [layout], name="layers/srelu.py:SReLU", on=on), select())
     seconds = clock() - start
     return report, seconds, (limits.highest_resident() or 0) - start_rss
 
 
-def measure(cls: type, sizes: dict[str, Layout], repeat: int,
-            clock: Callable[[], float]) -> tuple[float, dict[str, Measured]]:
+def measure(cls: type, sizes: dict[str, Layout], repeat: int, clock: Callable[[], float],
+            on: str | None = None) -> tuple[float, dict[str, Measured]]:
     """The cold first suite's seconds, then per size the repetitions."""
-    _, cold_seconds, _ = suite(cls, sizes["small"], clock)
+    _, cold_seconds, _ = suite(cls, sizes["small"], clock, on)
     measured = {name: Measured() for name in sizes}
     for _ in range(repeat):
         for name, layout in sizes.items():
             m = measured[name]
-            seconds, peak = forward_backward(cls, layout, clock)
+            seconds, peak = forward_backward(cls, layout, clock, on)
             m.fb_seconds.append(seconds)
             m.fb_peak.append(peak)
-            report, seconds, peak = suite(cls, layout, clock)
+            report, seconds, peak = suite(cls, layout, clock, on)
             m.suites.append(report)
             m.suite_seconds.append(seconds)
             m.suite_peak.append(peak)
@@ -126,8 +135,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--cpu-time", action="store_true", help="time in this process's CPU time")
     parser.add_argument("--in-process", action="store_true", help="leave out the layercheck run command")
+    parser.add_argument("--on", help="time with the layer on this device, as layercheck run --on (e.g. cuda)")
     parser.add_argument("--memory-pass", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.on:
+        device_figures(args)
+        return
     clock = time.process_time if args.cpu_time else time.perf_counter
     if args.cpu_time:
         time.perf_counter = time.process_time  # the runner times each check with perf_counter
@@ -185,25 +198,71 @@ def main() -> None:
           f"{cold_seconds:.3f} s = {cold_seconds / fb:.1f} x (target <= 15); later targets: "
           f"{statistics.median(s / f for s, f in zip(small.suite_seconds, small.fb_seconds)):.1f} x (target <= 8)")
     if not args.cpu_time and not args.in_process:
-        one, two = command_line_checks(args.small)
+        (one, two), _ = command_line(args.small, targets=2)
         print(f"layercheck run with two targets ({args.small}; a worker from the fork server, which imported "
               f"torch._dynamo beside the command's own start-up): the checks of the first target {one:.3f} s = "
               f"{one / fb:.1f} x, of the second {two:.3f} s = {two / fb:.1f} x")
+    if torch.cuda.is_available() and not args.cpu_time:
+        print()
+        sys.stdout.flush()
+        subprocess.run([sys.executable, "-W", "ignore", __file__, "--on", "cuda", "--small", args.small, "--large",
+                        args.large, "--repeat", str(args.repeat)], check=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def device_figures(args: argparse.Namespace) -> None:
+    """The time figures with the layer and its inputs on ``args.on`` (``--on``): no memory pass."""
+    device = torch.device(args.on)
+
+    def clock() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    cls = resolve("layers/srelu.py:SReLU", base_dir=ROOT)
+    sizes = {"small": Layout.parse(args.small), "large": Layout.parse(args.large)}
+    cold_seconds, measured = measure(cls, sizes, args.repeat, clock, on=args.on)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+    print(f"SReLU with --on {args.on} ({where}), torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), "
+          f"{args.repeat} repetitions, wall time; x f+b: a multiple of one float64 forward+backward of the same size "
+          "on the same device (medians)")
+    for name, layout in sizes.items():
+        print(f"{name} {layout}: one float64 forward+backward {statistics.median(measured[name].fb_seconds) * 1e3:.2f}"
+              " ms")
+    print(f"{'check':<25}{'variant':<9}{'status':<8}" + "".join(f"{name + ' ms':>10}{'x f+b':>7}" for name in sizes))
+    rows = [(f"{r.check:<25}{r.variant:<9}{r.status.value:<8}", [[run.results[i].seconds for run in m.suites]
+                                                                  for m in measured.values()])
+            for i, r in enumerate(measured["small"].suites[0].results)]
+    rows.append((f"{'whole suite':<42}", [m.suite_seconds for m in measured.values()]))
+    for label, per_size in rows:
+        print(label + "".join(f"{statistics.median(times) * 1e3:>10.1f}"
+                              f"{statistics.median(t / fb for t, fb in zip(times, m.fb_seconds)):>7.1f}"
+                              for times, m in zip(per_size, measured.values())))
+    small = measured["small"]
+    fb = statistics.median(small.fb_seconds)
+    print(f"first target of this process ({args.small}, cold, in-process): {cold_seconds:.3f} s = "
+          f"{cold_seconds / fb:.1f} x; later targets {statistics.median(small.suite_seconds):.3f} s = "
+          f"{statistics.median(s / f for s, f in zip(small.suite_seconds, small.fb_seconds)):.1f} x")
+    (checks,), wall = command_line(args.small, targets=1, on=args.on)
+    print(f"layercheck run layers/srelu.py --layout {args.small} --on {args.on}: the process {wall:.2f} s "
+          f"(target < 5 s on one H100), its checks {checks:.2f} s (target < 2 s)")
 
 
 def _key(result: CheckResult) -> str:
     return f"{result.check}:{result.variant}"
 
 
-def command_line_checks(layout: str) -> tuple[float, float]:
-    """``layercheck run`` on SReLU twice in one cold command: the seconds its checks took in
-    the worker, for the first target and the second."""
-    done = subprocess.run([sys.executable, "-m", "layercheck", "run", "layers/srelu.py:SReLU", "layers/srelu.py:SReLU",
-                           "--layout", layout, "--jobs", "1", "--format", "json"], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+def command_line(layout: str, targets: int, on: str | None = None) -> tuple[list[float], float]:
+    """``layercheck run`` on SReLU ``targets`` times in one cold command: the seconds its checks
+    took in the worker, per target, and the command's wall time."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "layercheck", "run", *["layers/srelu.py:SReLU"] * targets,
+                           "--layout", layout, "--jobs", "1", "--format", "json", *(["--on", on] if on else [])],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          check=True)
+    wall = time.perf_counter() - start
     runs = json.loads(done.stdout)["runs"]
-    first, second = (sum(r["seconds"] for r in run["results"]) for run in runs)
-    return first, second
+    return [sum(r["seconds"] for r in run["results"]) for run in runs], wall
 
 
 if __name__ == "__main__":
