@@ -798,6 +798,11 @@ _FLOAT32_ONLY = ("it allocates its running row maxima with torch.full(..., -torc
 
 # Why a layer meant to be correct fails a check: (layer name, check) -> the reason
 FINDINGS: dict[tuple[str, str], str] = {
+    ("performer-pytorch SelfAttention", "gradients[float64]"): (
+        "by design: its softmax kernel subtracts a detached maximum inside exp() and adds an eps beside it, which "
+        "keeps the normalisation from cancelling the maximum, so the gradient leaves out the derivative through it: "
+        "3e-4 relative at seeds 0-4 (accepted with a note), 1.2% at seed 5 with 6 random features (the message "
+        "names the maximum and the tolerance that accepts it)"),
     **{(f"torch.ao {name}", "dtype[float64]"): (
         "true: fake quantisation's kernels (fused_moving_avg_obs_fake_quant) take float32 only, so the module "
         "raises on float64 inputs and weights") for name in ("qat Linear", "qat Conv2d", "qat ConvBn2d",

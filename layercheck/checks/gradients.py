@@ -452,10 +452,7 @@ def _approximate_detaches(ctx: Context, fn: LayerFunction, first: Reference) -> 
         return None
     if error > APPROXIMATE_DETACH:
         fn.release()
-        first.detach_hint = (
-            "With the smooth values the layer detaches held constant, the differences agree with its gradient: the "
-            f"detaches are the whole disagreement, and they move the derivative by a relative {error:.2g} — a "
-            "statistic (a mean, a norm) detached by mistake?")
+        first.detach_hint = _detach_hint(first.trace, error, ctx.variant)
         return None
     ref.approximate = (
         "the layer detaches smooth values (a maximum subtracted for stability, a statistic), so its gradient is the "
@@ -464,6 +461,29 @@ def _approximate_detaches(ctx: Context, fn: LayerFunction, first: Reference) -> 
         f"{APPROXIMATE_DETACH:g}: an approximation the layer makes on purpose (an eps beside a stabiliser), or the "
         "error of a detach it should not make")
     return ref
+
+
+def _detach_hint(trace: Trace, error: float, variant: str) -> str:
+    """What a disagreement the layer's detaches explain says (Note [approximate detaches]): a
+    maximum subtracted for stability is the layer's own approximation where something beside it
+    (an eps) keeps the output from cancelling it; another statistic detached is likely a mistake."""
+    lead = ("With the smooth values the layer detaches held constant, the differences agree with its gradient: the "
+            f"detaches are the whole disagreement, and they move the derivative by a relative {error:.2g}")
+    if not trace.detached or len(trace.detached_extrema) < trace.detached:
+        return f"{lead} — a statistic (a mean, a norm) detached by mistake?"
+    names = ", ".join(dict.fromkeys(trace.detached_extrema))
+    return (f"{lead}. What it detaches is a maximum ({names}) subtracted for stability, which the output would "
+            "cancel but for something beside it (an eps added after exp(x - max): Performer's softmax kernel): the "
+            "gradient leaves out the derivative through that maximum, on purpose, and here it is not small. If that "
+            f"approximation is meant, accept it for this layer (--tolerance gradients.{variant}={_above(2 * error):g}) "
+            "or leave the check out (--skip gradients); otherwise let the gradient through the maximum")
+
+
+def _above(error: float) -> float:
+    """A round tolerance above ``error``: 0.012 -> 0.02, 0.003 -> 0.005 (given twice the error: room
+    for other draws)."""
+    scale = 10.0 ** math.floor(math.log10(error))
+    return next(step * scale for step in (2, 5, 10) if step * scale > error)
 
 
 def _surrogate_functions(ctx: Context, fn: LayerFunction, first: Reference) -> Reference | None:

@@ -74,8 +74,10 @@ class Trace:
     # Note [surrogate gradients] in checks/gradients.py: the autograd.Functions whose outputs are
     # piecewise constant in the inputs and parameters yet require grad
     surrogates: tuple[type, ...] = ()
-    # Note [approximate detaches] in checks/gradients.py: how many smooth values the layer detaches
+    # Note [approximate detaches] in checks/gradients.py: how many smooth values the layer detaches,
+    # and for each of them that is an extremum (a maximum subtracted for stability) its operation
     detached: int = 0
+    detached_extrema: tuple[str, ...] = ()
     # fake quantisation (quantisation-aware training): operations whose output is piecewise constant
     # in their input and whose backward is a straight-through estimate by definition
     quantizers: tuple[str, ...] = ()
@@ -130,7 +132,7 @@ class Tracing:
         self._recorder = _Recorder()
         return Trace(recorder.lowest, tuple(dict.fromkeys(recorder.stopped_uses)),
                      tuple(dict.fromkeys(recorder.straight_through)), tuple(recorder.surrogates),
-                     recorder.smooth_detaches, tuple(recorder.quantizers))
+                     recorder.smooth_detaches, tuple(recorder.detached_extrema), tuple(recorder.quantizers))
 
 
 @contextlib.contextmanager
@@ -154,6 +156,10 @@ def _explicit_no_grad(recorder: _Recorder) -> Iterator[None]:
 # Note [straight-through estimators]: operations whose floating result is piecewise constant
 _STEPS = {"round", "floor", "ceil", "trunc", "sign", "sgn", "heaviside"}
 _SUMS = {"add", "sub", "rsub"}
+# Note [approximate detaches] in checks/gradients.py: the extrema a layer subtracts for stability
+# (a view of one is the same storage; a copy keeps the name)
+_EXTREMA = {"amax", "amin", "max", "min", "aminmax", "logsumexp"}
+_COPIES = {"clone", "_to_copy"}
 # fake quantisation: fake_quantize_per_tensor_affine(_cachemask), fused_moving_avg_obs_fake_quant's
 # _fused_moving_avg_obs_fq_helper, _fake_quantize_learnable_per_channel_affine, ...
 _QUANTIZING = re.compile(r"fake_quantize|fq_helper")
@@ -177,6 +183,8 @@ class _Recorder(TorchDispatchMode):
         self.sums = _Storages()  # value: the storages of its terms
         self.straight_through: list[str] = []
         self.smooth_detaches = 0
+        self.extrema = _Storages()  # value: the extremum operation that computed it
+        self.detached_extrema: list[str] = []
         # Note [surrogate gradients] in checks/gradients.py: values piecewise constant in the inputs
         # and parameters (computed from them through steps only), and the Functions that returned
         # such a value requiring grad
@@ -232,6 +240,8 @@ class _Recorder(TorchDispatchMode):
                         self.straight_through.append(detached.step)  # (x.round() - x).detach()
                     else:
                         self.smooth_detaches += 1  # a statistic held constant: a stabiliser, or a mistake
+                        if detached.extremum is not None:
+                            self.detached_extrema.append(detached.extremum)
             if step is not None:
                 self.straight_through.append(step)  # y_hard - y_soft.detach(): a detached value beside a step
             elif name in _SUMS and any(_storage(t) in d.terms for t in inputs for d in used):
@@ -244,11 +254,14 @@ class _Recorder(TorchDispatchMode):
             terms = self.sums.get(inputs[0]) or frozenset()
             for t in tree_leaves(out):
                 if isinstance(t, torch.Tensor):
-                    self.detached[id(t)] = _Detached(t, terms, step)
+                    self.detached[id(t)] = _Detached(t, terms, step, self.extrema.get(inputs[0]))
             return
+        extremum = name if name in _EXTREMA else self.extrema.get(inputs[0]) if name in _COPIES else None
         for t in tree_leaves(out):
             if not isinstance(t, torch.Tensor):
                 continue
+            if extremum is not None and t.is_floating_point():
+                self.extrema.set(t, extremum)
             if name in _SUMS:
                 self.sums.set(t, frozenset(_storage(x) for x in inputs))
             if step is not None:
@@ -292,11 +305,13 @@ class _Recorder(TorchDispatchMode):
 class _Detached:
     """A value of the inputs the layer detached (kept alive, so that its id is not another's),
     the storages of the terms of the sum or difference it was detached from, the step it was
-    made by (None: a smooth value), and whether a use of it was counted yet."""
+    made by (None: a smooth value), the extremum operation it was computed by (None: another),
+    and whether a use of it was counted yet."""
 
     tensor: torch.Tensor
     terms: frozenset[int]
     step: str | None
+    extremum: str | None = None
     counted: bool = False
 
 
