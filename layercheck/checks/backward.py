@@ -209,8 +209,10 @@ def backward_pure(ctx: Context) -> str:
     names = [*(f"gradient of input {i}" for i in range(len(run.inputs))),
              *(f"gradient of parameter {n!r}" for n, _ in run.subject.parameters())]
     pairs = [(name, a, b) for name, a, b in zip(names, first, second) if a is not None or b is not None]
-    assert_close([a if a is not None else torch.zeros(()) for _, a, _ in pairs],
-                 [b if b is not None else torch.zeros(()) for _, _, b in pairs], names=[n for n, _, _ in pairs],
+    home = ctx.target.home  # a gradient one backward gave and the other did not: compared with zero there
+    assert_close([a if a is not None else torch.zeros((), device=home) for _, a, _ in pairs],
+                 [b if b is not None else torch.zeros((), device=home) for _, _, b in pairs],
+                 names=[n for n, _, _ in pairs],
                  what="a second backward over the same graph (retain_graph=True) vs the first",
                  labels=("first", "second"), allowance=path_allowance(ctx, FORWARD))
     checked = (f"backward leaves grad_output, {len(run.inputs)} input(s), {len(run.outputs)} output(s) and "
