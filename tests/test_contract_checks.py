@@ -297,7 +297,7 @@ class EmptyPlaceholders(nn.Module):
         self.scale = torch.full((3,), 2.0) if filled else torch.empty(0, 3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * 2
+        return x * 2 if self.scale.numel() == 0 else x * self.scale  # a filled scale is read
 
 
 def test_registered_tensors_leaves_empty_placeholders_out() -> None:
@@ -307,6 +307,32 @@ def test_registered_tensors_leaves_empty_placeholders_out() -> None:
     filled = Target(EmptyPlaceholders, [Layout.parse("4,3:BC")], kwargs={"filled": True})
     r = result(run_target(filled, select(only=["registered_tensors"])), "registered_tensors")
     assert r.status is Status.FAILED and r.details["attributes"] == ["scale"]
+
+
+class UnreadAndShared(nn.Module):
+    """Pyro's AutoRegressiveNN keeps the masks its MaskedLinear layers register as buffers in a
+    plain list too, and a skip mask it never uses."""
+
+    def __init__(self, read: bool = False) -> None:
+        super().__init__()
+        self.register_buffer("mask", torch.tril(torch.ones(3, 3)))
+        self.masks = [self.mask.data]  # the buffer's memory
+        self.skip = torch.ones(3, 3)  # read only when asked
+        self.read = read
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x @ self.mask
+        return y + x @ self.skip if self.read else y
+
+
+def test_registered_tensors_leaves_out_attributes_no_call_reads_or_that_share_a_buffer() -> None:
+    r = result(run(UnreadAndShared, "4,3:BC", checks=("registered_tensors",)), "registered_tensors")
+    assert r.status is Status.PASSED, r.message
+    assert "2 plain tensor attribute(s) left out, which no call reads or which share the memory of a registered " \
+           "tensor: masks[0], skip" in r.message
+    read = Target(UnreadAndShared, [Layout.parse("4,3:BC")], kwargs={"read": True})
+    r = result(run_target(read, select(only=["registered_tensors"])), "registered_tensors")
+    assert r.status is Status.FAILED and r.details["attributes"] == ["skip"]
 
 
 class StagedLosses(nn.Module):

@@ -290,20 +290,32 @@ def registered_tensors(ctx: Context) -> str:
     one by a forward pre-hook, as the legacy ``torch.nn.utils.spectral_norm`` does) is derived,
     not kept: it is not reported. Nor is an empty tensor (``self.att_mat = torch.Tensor()``, a
     placeholder MONAI's attention blocks keep for an optional cache): it holds nothing to move,
-    save or train.
+    save or train. Nor is one that neither predict nor the training forward reads, or one that
+    shares its memory with a registered tensor: Pyro's ``AutoRegressiveNN`` keeps the masks it
+    gave its ``MaskedLinear`` layers (which register them as buffers) in a list, and a skip mask
+    it never uses; the buffers carry what the layer computes with, and a read of such a copy
+    after ``.to()`` or ``.double()`` is the ``device``, ``meta_device`` and ``dtype`` checks'.
     """
     subject = ctx.fresh()
     module = subject.module
     assert module is not None
-    registered = {id(t) for t in module.parameters()} | {id(t) for t in module.buffers()}
+    registered_tensors = [*module.parameters(), *module.buffers()]
+    registered = {id(t) for t in registered_tensors}
     before = _unregistered(module, registered)
-    recomputed = set()
+    recomputed: set[str] = set()
+    read: set[int] = set()
     if before:
-        with contextlib.suppress(LayerRaised):
+        with _Reads() as reads, contextlib.suppress(LayerRaised):
             subject.predict(subject.inputs())
         after = {name: id(t) for name, _, t in _unregistered(module, registered)}
         recomputed = {name for name, _, t in before if after.get(name, id(t)) != id(t)}
-    found = [item for item in before if item[0] not in recomputed and item[2].numel() > 0]
+        with reads, contextlib.suppress(LayerRaised):
+            subject.forward(subject.inputs(), grad=False)
+        read = reads.storages
+    shared = {_storage_of(t) for t in registered_tensors if t.numel()}
+    kept = [item for item in before if item[0] not in recomputed and item[2].numel() > 0]
+    found = [item for item in kept if _storage_of(item[2]) in read and _storage_of(item[2]) not in shared]
+    unused = [name for name, _, t in kept if _storage_of(t) not in read or _storage_of(t) in shared]
     empty = [name for name, _, t in before if t.numel() == 0]
     if found:
         listed = "; ".join(
@@ -314,10 +326,35 @@ def registered_tensors(ctx: Context) -> str:
             "Register them (register_buffer or nn.Parameter) so that .to(), state_dict() and optimisers see them",
             attributes=[name for name, _, _ in found],
         )
+    message = f"{len(registered)} tensor(s), all registered"
+    if unused:
+        message += (f"; {len(unused)} plain tensor attribute(s) left out, which no call reads or which share the "
+                    f"memory of a registered tensor: {', '.join(unused)}")
     if empty:
-        return (f"{len(registered)} tensor(s), all registered; {len(empty)} empty placeholder(s) "
-                f"left out: {', '.join(empty)}")
-    return f"{len(registered)} tensor(s), all registered"
+        message += f"; {len(empty)} empty placeholder(s) left out: {', '.join(empty)}"
+    return message
+
+
+class _Reads(torch.overrides.TorchFunctionMode):
+    """The storages of the tensors the calls under it hand to torch (a read of a view is a
+    read of the tensor it views)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.storages: set[int] = set()
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        for t in torch.utils._pytree.tree_leaves((args, kwargs or {})):
+            if isinstance(t, torch.Tensor):
+                self.storages.add(_storage_of(t))
+        return func(*args, **(kwargs or {}))
+
+
+def _storage_of(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().data_ptr()) or id(t)
+    except (RuntimeError, NotImplementedError):
+        return id(t)
 
 
 def _unregistered(module: nn.Module, registered: set[int]) -> list[tuple[str, str, torch.Tensor]]:
