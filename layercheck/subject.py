@@ -94,6 +94,9 @@ class Target:
         self.invocation = invocation
         self._pristine: nn.Module | None = None
         self._base_inputs: list[torch.Tensor] | None = None
+        # Note [data-dependent initialisation]: whether the layer's first training call sets its
+        # parameters from the data (None: not asked yet)
+        self.first_call_initialises: bool | None = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -135,7 +138,12 @@ class Target:
         if self._pristine is None:
             layer = self.at_home(self.construct())
             initialize(layer, self, self.seed)
-            self._pristine = self.at_home(layer)
+            layer = self.at_home(layer)
+            if self.first_call_initialises is None:
+                self.first_call_initialises = _initialises_on_first_call(layer, self)
+            if self.first_call_initialises:
+                _first_call(layer, self)
+            self._pristine = layer
         return self._pristine
 
     def build(self, dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> Subject:
@@ -158,6 +166,8 @@ class Target:
         layer = self.at_home(self.construct())
         initialize(layer, self, self.seed)
         layer = self.at_home(layer)
+        if self.first_call_initialises:
+            _first_call(layer, self)  # what it sets outside its parameters and buffers (a flag) too
         _load_tensors(layer, pristine)
         return layer
 
@@ -192,6 +202,7 @@ class Target:
                         constants=self.constants, on=self.home)
         pristine = self.pristine()
         if pristine is not None:
+            sample.first_call_initialises = self.first_call_initialises
             sample._pristine = sample._another(pristine)
             if not _same_tensors(sample._pristine, pristine):
                 return None
@@ -646,6 +657,63 @@ def initialize(layer: nn.Module, target: Target, seed: int) -> None:
                 layer(*positional, **keywords)
             except Exception as exc:
                 raise LayerRaised("initialize", exc, user_trace(exc)) from exc
+        layer.train(was_training)
+
+
+# Note [data-dependent initialisation]
+#     Glow's ActNorm (normflows', nflows') sets its scale and shift from the statistics of the
+#     first batch it sees, in its first call, through ``.data`` (autograd holds them constant):
+#     a user's first training batch initialises it, and from then on it is an elementwise affine
+#     map. Every check starting from the constructed layer would see that first call instead: the
+#     finite differences move the initialisation with the input (the gradient "wrong"), one
+#     observation alone initialises from a batch of one (the standard deviation of one value is
+#     NaN). So a layer whose first training call changes its parameters, and whose second call
+#     does not, is taken to initialise itself from the data: asked once per target on a copy, on
+#     a few observations, and then the pristine layer (and every layer built from it) is given
+#     that first call on the generated float32 inputs, as a user's first batch, before any check
+#     runs. The initialize check says so. A layer that changes its parameters in every call (fast
+#     weights) is not one: nothing is done for it.
+_PROBE_OBSERVATIONS = 4
+
+
+def _initialises_on_first_call(layer: nn.Module, target: Target) -> bool:
+    """Note [data-dependent initialisation]: whether the first training call (no grad) of a
+    copy of ``layer`` changes its parameters and a second one does not."""
+    if not any(True for _ in layer.parameters()):
+        return False
+    try:
+        probe = copy.deepcopy(layer)
+    except Exception:
+        return False
+    inputs = [x if spec.layout.batch_dim is None
+              else x.narrow(spec.layout.batch_dim, 0, min(_PROBE_OBSERVATIONS, x.shape[spec.layout.batch_dim]))
+              for spec, x in zip(target.specs, target.inputs(torch.float32))]
+    values = [p.detach().clone() for p in probe.parameters()]
+    try:
+        for call in range(2):
+            _first_call(probe, target, inputs)
+            now = [p.detach().clone() for p in probe.parameters()]
+            same = len(now) == len(values) and all(
+                a.shape == b.shape and torch.equal(a, b) for a, b in zip(now, values))
+            if same != bool(call):  # the first call must change them, the second must not
+                return False
+            values = now
+    except Exception:  # a layer that raises: the checks report it
+        return False
+    return True
+
+
+def _first_call(layer: nn.Module, target: Target, inputs: list[torch.Tensor] | None = None) -> None:
+    """The layer's first training call (no grad, seeded), as a user's first batch makes it:
+    Note [data-dependent initialisation]."""
+    inputs = target.inputs(torch.float32) if inputs is None else inputs
+    positional, keywords = target.split(inputs)
+    was_training = layer.training
+    layer.train()
+    try:
+        with seeded(target.seed), torch.no_grad():
+            layer(*positional, **keywords)
+    finally:
         layer.train(was_training)
 
 
