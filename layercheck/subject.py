@@ -713,6 +713,8 @@ def _first_call(layer: nn.Module, target: Target, inputs: list[torch.Tensor] | N
     try:
         with seeded(target.seed), torch.no_grad():
             layer(*positional, **keywords)
+    except Exception as exc:  # on the whole batch, where the probe's few observations ran
+        raise LayerRaised("initialize", exc, user_trace(exc)) from exc
     finally:
         layer.train(was_training)
 

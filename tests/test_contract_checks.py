@@ -23,7 +23,7 @@ from layercheck.result import CheckResult, RunReport, Status
 from layercheck.runner import run_target
 from layercheck.subject import Target, full_float32
 
-from conftest import ROOT, run_zoo
+from conftest import ROOT, load_zoo, run_zoo
 
 
 def run(layer: type | nn.Module, *layouts: str, checks: tuple[str, ...], enable: tuple[str, ...] = (),
@@ -521,3 +521,33 @@ def test_benchmark_prints_the_ratio() -> None:
     assert summary[0].endswith("target <= 25)")
     assert "noncontiguous" in done.stdout and "runner overhead" in done.stdout and "first (cold) run" in done.stdout
     assert "1 repetitions, CPU time" in done.stdout and "grad_output" in done.stdout
+
+
+class FastWeights(nn.Module):
+    """Moves its own weight in every training call (a test-time-training layer): no
+    data-dependent initialisation, though its first call changes a parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.weight.data += 0.01 * x.detach().mean(0)
+        return x * self.weight
+
+
+def test_only_a_first_call_that_sets_parameters_once_is_taken_for_a_data_dependent_initialisation() -> None:
+    """Note [data-dependent initialisation]: the zoo's ActNorm is given its first call before the
+    checks (and initialize says so); a layer that moves its parameters in every call is not."""
+    fast = Target(FastWeights, [Layout.parse("4,3:BC")])
+    assert fast.pristine() is not None and fast.first_call_initialises is False
+    assert torch.equal(fast.pristine().weight.detach(), torch.ones(3))  # left as constructed
+    r = result(run(FastWeights, "4,3:BC", checks=("initialize",)), "initialize")
+    assert r.status is Status.SKIPPED
+    actnorm = load_zoo("good_data_dependent_init")
+    target = Target(actnorm.LAYER, [Layout.parse(actnorm.LAYOUTS[0])])
+    assert target.pristine() is not None and target.first_call_initialises is True
+    assert bool(target.pristine().initialised)
+    r = result(run_target(target, select(only=["initialize"])), "initialize")
+    assert r.status is Status.PASSED and "data-dependent initialisation" in r.message
