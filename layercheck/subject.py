@@ -711,7 +711,7 @@ def _first_call(layer: nn.Module, target: Target, inputs: list[torch.Tensor] | N
     was_training = layer.training
     layer.train()
     try:
-        with seeded(target.seed), torch.no_grad():
+        with seeded(target.seed, target.home), torch.no_grad():  # the device's stream too (--on cuda)
             layer(*positional, **keywords)
     except Exception as exc:  # on the whole batch, where the probe's few observations ran
         raise LayerRaised("initialize", exc, user_trace(exc)) from exc
