@@ -688,19 +688,22 @@ def _initialises_on_first_call(layer: nn.Module, target: Target) -> bool:
     inputs = [x if spec.layout.batch_dim is None
               else x.narrow(spec.layout.batch_dim, 0, min(_PROBE_OBSERVATIONS, x.shape[spec.layout.batch_dim]))
               for spec, x in zip(target.specs, target.inputs(torch.float32))]
-    values = [p.detach().clone() for p in probe.parameters()]
+    def values() -> list[torch.Tensor]:
+        return [p.detach().clone() for p in probe.parameters()]
+
+    def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+        return len(a) == len(b) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
+
     try:
-        for call in range(2):
-            _first_call(probe, target, inputs)
-            now = [p.detach().clone() for p in probe.parameters()]
-            same = len(now) == len(values) and all(
-                a.shape == b.shape and torch.equal(a, b) for a, b in zip(now, values))
-            if same != bool(call):  # the first call must change them, the second must not
-                return False
-            values = now
+        before = values()
+        _first_call(probe, target, inputs)
+        after = values()
+        if same(before, after):
+            return False  # the first call leaves the parameters: every ordinary layer stops here
+        _first_call(probe, target, inputs)
+        return same(after, values())
     except Exception:  # a layer that raises: the checks report it
         return False
-    return True
 
 
 def _first_call(layer: nn.Module, target: Target, inputs: list[torch.Tensor] | None = None) -> None:

@@ -302,8 +302,8 @@ def registered_tensors(ctx: Context) -> str:
     registered_tensors = [*module.parameters(), *module.buffers()]
     registered = {id(t) for t in registered_tensors}
     before = _unregistered(module, registered)
-    recomputed: set[str] = set()
-    read: set[int] = set()
+    found: list[tuple[str, str, torch.Tensor]] = []
+    unused: list[str] = []
     if before:
         with _Reads() as reads, contextlib.suppress(LayerRaised):
             subject.predict(subject.inputs())
@@ -311,11 +311,16 @@ def registered_tensors(ctx: Context) -> str:
         recomputed = {name for name, _, t in before if after.get(name, id(t)) != id(t)}
         with reads, contextlib.suppress(LayerRaised):
             subject.forward(subject.inputs(), grad=False)
-        read = reads.storages
-    shared = {_storage_of(t) for t in registered_tensors if t.numel()}
-    kept = [item for item in before if item[0] not in recomputed and item[2].numel() > 0]
-    found = [item for item in kept if _storage_of(item[2]) in read and _storage_of(item[2]) not in shared]
-    unused = [name for name, _, t in kept if _storage_of(t) not in read or _storage_of(t) in shared]
+        # what a call reads and no registered tensor holds
+        held = reads.storages - {_storage_of(t) for t in registered_tensors if t.numel()}
+        for item in before:
+            name, _, t = item
+            if name in recomputed or t.numel() == 0:
+                continue
+            if _storage_of(t) in held:
+                found.append(item)
+            else:
+                unused.append(name)
     empty = [name for name, _, t in before if t.numel() == 0]
     if found:
         listed = "; ".join(

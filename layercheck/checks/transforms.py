@@ -185,9 +185,9 @@ def _amp_hint(ctx: Context, device_type: str) -> tuple[str, str]:
     """What leads a failure, and what to do, about the user's Functions that lack the autocast
     decorators, or have them for another device type (found from the graph of one ordinary
     training forward)."""
-    functions = _functions(ctx)
-    lacking = [cls.__name__ for cls in functions if _amp_device(cls) is None]
-    elsewhere = sorted({device for cls in functions if (device := _amp_device(cls)) not in (None, device_type)})
+    devices = {cls: _amp_device(cls) for cls in _functions(ctx)}
+    lacking = [cls.__name__ for cls, device in devices.items() if device is None]
+    elsewhere = sorted({device for device in devices.values() if device not in (None, device_type)})
     decorate = (f"Decorate forward with @torch.amp.custom_fwd(device_type={device_type!r}) (cast_inputs=torch.float32 "
                 f"runs it in float32) and backward with @torch.amp.custom_bwd(device_type={device_type!r})")
     if lacking:
@@ -195,7 +195,7 @@ def _amp_hint(ctx: Context, device_type: str) -> tuple[str, str]:
                 ". Under autocast its forward computes in the autocast dtype where autocast casts (matmul, linear, "
                 f"conv) and its backward runs outside autocast on a mix of dtypes. {decorate}")
     if elsewhere:
-        names = ", ".join(cls.__name__ for cls in functions if _amp_device(cls) in elsewhere)
+        names = ", ".join(cls.__name__ for cls, device in devices.items() if device in elsewhere)
         return (f"{names} (torch.autograd.Function) has @torch.amp.custom_fwd/@torch.amp.custom_bwd for "
                 f"device_type={' and '.join(map(repr, elsewhere))}, not {device_type!r}: ",
                 f". The decorators act on their own device type's autocast only: under autocast({device_type!r}) "

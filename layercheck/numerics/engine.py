@@ -88,6 +88,9 @@ from layercheck.compare import largest, ratio
 
 BASE_STEP = 1e-8  # Note [step]
 MAX_STEP = 1e-3  # Note [precision]: larger steps turn truncation error into the problem
+# Richardson's extrapolation from h and 2h has this much more noise than the central difference
+# at h: sqrt(8 + 1/8) / 3 over the central's 1 / sqrt(2)
+_RICHARDSON_NOISE = 1.35
 CHUNKS = 16  # partial sums per output: samples for the noise estimate
 FEW_CHUNKS = 8  # an output of fewer elements gives the noise estimate fewer samples than this
 NOISE_SIGMAS = 6.0
@@ -565,12 +568,11 @@ class FiniteDifferences(Generic[F_co]):
             return (4 * numeric - difference(up2, down2, 2 * h)) / 3
 
         if h > BASE_STEP:
-            numeric = extrapolated()
-            noise *= 1.35  # the extrapolation's noise: sqrt(8 + 1/8) / 3 over the central's 1 / sqrt(2)
+            numeric, noise = extrapolated(), noise * _RICHARDSON_NOISE
         elif abs(numeric - analytic) > tolerance * spread + noise:  # Note [steep at the base step]
             candidate = extrapolated()
-            if abs(candidate - analytic) <= tolerance * spread + 1.35 * noise:
-                numeric, noise = candidate, 1.35 * noise
+            if abs(candidate - analytic) <= tolerance * spread + _RICHARDSON_NOISE * noise:
+                numeric, noise = candidate, _RICHARDSON_NOISE * noise
         one_sided = ((up - base) / h, (down - up) / h) if inward else ((up - base) / h, (base - down) / h)
         return Comparison(probe, analytic, numeric, one_sided, spread, tolerance * spread + noise)
 
