@@ -144,8 +144,7 @@ def main() -> None:
     clock = time.process_time if args.cpu_time else time.perf_counter
     if args.cpu_time:
         time.perf_counter = time.process_time  # the runner times each check with perf_counter
-    cls = resolve("layers/srelu.py:SReLU", base_dir=ROOT)
-    sizes = {"small": Layout.parse(args.small), "large": Layout.parse(args.large)}
+    cls, sizes = layer_and_sizes(args)
     if args.memory_pass:
         _, measured = measure(cls, sizes, args.repeat, clock)
         print(json.dumps({name: {"fb": m.fb_peak, "suite": m.suite_peak,
@@ -172,7 +171,7 @@ def main() -> None:
         peaks: dict[str, float] = {}
         for name, m in measured.items():
             times = [run.results[i].seconds for run in m.suites]
-            ratio = statistics.median(t / fb for t, fb in zip(times, m.fb_seconds))
+            ratio = ratio_to_fb(times, m)
             peaks[name] = statistics.median(memory[name][_key(result)])
             row += (f"{statistics.median(times) * 1e3:>10.1f}{ratio:>7.1f}{peaks[name] / MB:>10.1f}"
                     f"{peaks[name] / fb_peak[name]:>7.1f}")
@@ -180,7 +179,7 @@ def main() -> None:
     row = f"{'whole suite':<42}"
     peaks = {}
     for name, m in measured.items():
-        ratio = statistics.median(s / fb for s, fb in zip(m.suite_seconds, m.fb_seconds))
+        ratio = ratio_to_fb(m.suite_seconds, m)
         peaks[name] = statistics.median(memory[name]["suite"])
         row += (f"{statistics.median(m.suite_seconds) * 1e3:>10.1f}{ratio:>7.1f}{peaks[name] / MB:>10.1f}"
                 f"{peaks[name] / fb_peak[name]:>7.1f}")
@@ -196,7 +195,7 @@ def main() -> None:
     fb = statistics.median(small.fb_seconds)
     print(f"first target of this process ({args.small}, cold, in-process as check_layer runs it): "
           f"{cold_seconds:.3f} s = {cold_seconds / fb:.1f} x (target <= 15); later targets: "
-          f"{statistics.median(s / f for s, f in zip(small.suite_seconds, small.fb_seconds)):.1f} x (target <= 8)")
+          f"{ratio_to_fb(small.suite_seconds, small):.1f} x (target <= 8)")
     if not args.cpu_time and not args.in_process:
         (one, two), _ = command_line(args.small, targets=2)
         print(f"layercheck run with two targets ({args.small}; a worker from the fork server, which imported "
@@ -219,8 +218,7 @@ def device_figures(args: argparse.Namespace) -> None:
             torch.cuda.synchronize(device)
         return time.perf_counter()
 
-    cls = resolve("layers/srelu.py:SReLU", base_dir=ROOT)
-    sizes = {"small": Layout.parse(args.small), "large": Layout.parse(args.large)}
+    cls, sizes = layer_and_sizes(args)
     cold_seconds, measured = measure(cls, sizes, args.repeat, clock, on=args.on)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
     print(f"SReLU with --on {args.on} ({where}), torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), "
@@ -236,16 +234,28 @@ def device_figures(args: argparse.Namespace) -> None:
     rows.append((f"{'whole suite':<42}", [m.suite_seconds for m in measured.values()]))
     for label, per_size in rows:
         print(label + "".join(f"{statistics.median(times) * 1e3:>10.1f}"
-                              f"{statistics.median(t / fb for t, fb in zip(times, m.fb_seconds)):>7.1f}"
+                              f"{ratio_to_fb(times, m):>7.1f}"
                               for times, m in zip(per_size, measured.values())))
     small = measured["small"]
     fb = statistics.median(small.fb_seconds)
     print(f"first target of this process ({args.small}, cold, in-process): {cold_seconds:.3f} s = "
           f"{cold_seconds / fb:.1f} x; later targets {statistics.median(small.suite_seconds):.3f} s = "
-          f"{statistics.median(s / f for s, f in zip(small.suite_seconds, small.fb_seconds)):.1f} x")
+          f"{ratio_to_fb(small.suite_seconds, small):.1f} x")
     (checks,), wall = command_line(args.small, targets=1, on=args.on)
     print(f"layercheck run layers/srelu.py --layout {args.small} --on {args.on}: the process {wall:.2f} s "
           f"(target < 5 s on one H100), its checks {checks:.2f} s (target < 2 s)")
+
+
+def layer_and_sizes(args: argparse.Namespace) -> tuple[type, dict[str, Layout]]:
+    """The bundled SReLU and the two layouts it is measured at."""
+    return resolve("layers/srelu.py:SReLU", base_dir=ROOT), {"small": Layout.parse(args.small),
+                                                             "large": Layout.parse(args.large)}
+
+
+def ratio_to_fb(seconds: list[float], m: Measured) -> float:
+    """The median, over the repetitions, of each time as a multiple of that repetition's one
+    float64 forward+backward."""
+    return statistics.median(t / fb for t, fb in zip(seconds, m.fb_seconds))
 
 
 def _key(result: CheckResult) -> str:

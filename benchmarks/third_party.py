@@ -94,10 +94,8 @@ class _Flow(nn.Module):
         self.pyro = pyro
 
     def forward(self, x: torch.Tensor) -> Any:
-        if not self.pyro:
-            return self.transform(x)
-        y = self.transform(x)
-        return y, self.transform.log_abs_det_jacobian(x, y)
+        out = self.transform(x)
+        return (out, self.transform.log_abs_det_jacobian(x, out)) if self.pyro else out
 
 
 class _LogProb(nn.Module):
