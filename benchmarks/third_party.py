@@ -21,7 +21,7 @@ beside a CPU torch without pulling another torch:
         nystrom-attention product-key-memory colt5-attention linformer torch_geometric xxhash psutil e3nn \
         opt_einsum opt_einsum_fx ncps gpytorch linear_operator jaxtyping wadler_lindig xlstm packaging \
         torchdiffeq scipy torchsde trampoline roma torch-struct fft-conv-pytorch pytorch-tcn kan-gpt pykan \
-        pyro-ppl zuko normflows \
+        pyro-ppl zuko normflows torch-harmonics \
         scikit-learn joblib threadpoolctl narwhals cloudpickle pandas matplotlib cycler fonttools kiwisolver \
         pyparsing python-dateutil six pillow
 
@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 from layercheck import check_layer  # noqa: E402
 
 IMAGE, SEQUENCE, VECTOR = "2,8,6,6:BCSS", "2,5,8:BTC", "4,7:BC"
+SPHERE = "2,3,8,16:BCSS"  # an equiangular grid of 8 latitudes and 16 longitudes
 
 
 def torchvision_importable() -> None:
@@ -77,10 +78,19 @@ _KEPT: list[Any] = []
 
 
 @dataclass(frozen=True)
+class Built:
+    """A layer handed to layercheck as its class and keyword arguments, not as an instance: one
+    that cannot be deep-copied (the copy check then says so instead of the run's setup)."""
+
+    cls: type
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Layer:
     name: str
     library: str  # the module that must import for the layer to be checked
-    make: Callable[[Any], nn.Module]  # given the imported module
+    make: Callable[[Any], nn.Module | Built]  # given the imported module
     layouts: tuple[str, ...]
 
 
@@ -123,6 +133,74 @@ class _LearnedAlphaEntmax(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.bisect(x, self.alpha, dim=-1)
+
+
+class _Complex(nn.Module):
+    """A layer that takes a complex tensor (an inverse spherical-harmonic transform) on a real
+    one whose last dimension holds the real and imaginary parts: layercheck draws real inputs."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(torch.complex(x[..., 0], x[..., 1]))
+
+
+class _Realised(nn.Module):
+    """A layer with a complex output (a spherical-harmonic transform) as a real one: the
+    real and imaginary parts stacked in a last dimension."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.view_as_real(self.layer(x))
+
+
+class _Rotary(nn.Module):
+    """rotary-embedding-torch's RotaryEmbedding as its attention uses it: queries and keys of
+    shape (batch, heads, sequence, head dim) rotated; with xpos both at once (their scales are
+    reciprocal). Built here from keyword arguments, so that layercheck gets the class."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__()
+        from rotary_embedding_torch import RotaryEmbedding
+        self.rotary = RotaryEmbedding(8, **kwargs)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor | None = None) -> Any:
+        if k is None:
+            return self.rotary.rotate_queries_or_keys(q)
+        return self.rotary.rotate_queries_and_keys(q, k)
+
+
+class _LocalAttention(nn.Module):
+    """local-attention's LocalAttention: queries, keys and values of shape (batch, heads,
+    sequence, head dim) attended within windows."""
+
+    def __init__(self, local_attention: Any, **kwargs: Any) -> None:
+        super().__init__()
+        self.attention = local_attention.LocalAttention(window_size=2, dim=4, **kwargs)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return self.attention(q, k, v)
+
+
+class _HyperConnections(nn.Module):
+    """hyper-connections around a linear branch, as its README wires a block: the residual
+    stream expanded into two, the hyper-connection (static and dynamic mixing of the streams
+    around the branch), the streams reduced back."""
+
+    def __init__(self, hyper_connections: Any, constrained: bool = False, **kwargs: Any) -> None:
+        super().__init__()
+        make = (hyper_connections.mc_get_init_and_expand_reduce_stream_functions if constrained
+                else hyper_connections.get_init_and_expand_reduce_stream_functions)
+        init, self.expand, self.reduce = make(2, **kwargs)
+        self.block = init(dim=8, branch=nn.Linear(8, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.reduce(self.block(self.expand(x)))
 
 
 class _SnnTorchLoop(nn.Module):
@@ -852,6 +930,48 @@ LAYERS = [
         ("qat ConvBn2d", lambda q: _qat("torch.ao.nn.intrinsic.qat", "ConvBn2d", q, 8, 4, 3), IMAGE),
         ("FakeQuantize", lambda q: q.FakeQuantize(), VECTOR),
         ("prepare_qat(conv, relu)", _prepared_qat, IMAGE))],
+    *[Layer(f"torch-harmonics {name}", "torch_harmonics", make, (layout,)) for name, make, layout in (
+        ("RealSHT (real and imaginary parts)", lambda m: _Realised(m.RealSHT(8, 16)), SPHERE),
+        ("InverseRealSHT (of real and imaginary parts)", lambda m: _Complex(m.InverseRealSHT(8, 16)),
+         "2,3,4,4,2:BCSSU"),
+        ("DiscreteContinuousConvS2", lambda m: m.DiscreteContinuousConvS2(3, 4, (8, 16), (8, 16), kernel_shape=3),
+         SPHERE),
+        ("DiscreteContinuousConvTransposeS2",
+         lambda m: m.DiscreteContinuousConvTransposeS2(3, 4, (8, 16), (8, 16), kernel_shape=3), SPHERE),
+        ("SpectralConvS2", lambda m: m.SpectralConvS2((8, 16), (8, 16), 3, 4, bias=True), SPHERE),
+        ("ResampleS2", lambda m: m.ResampleS2(8, 16, 12, 24), SPHERE),
+        ("QuadratureS2", lambda m: m.QuadratureS2((8, 16)), SPHERE),
+        ("AttentionS2", lambda m: m.AttentionS2(4, 2, (8, 16), (8, 16)), "2,4,8,16:BCSS"),
+        # its custom-operator handle cannot be deep-copied: the class, so that copy says so
+        ("NeighborhoodAttentionS2", lambda m: Built(m.NeighborhoodAttentionS2, {
+            "in_channels": 4, "in_shape": (8, 16), "out_shape": (8, 16), "num_heads": 2}), "2,4,8,16:BCSS"))],
+    *[Layer(f"local-attention {name}", "local_attention", make, layouts) for name, make, layouts in (
+        ("LocalAttention", lambda m: _LocalAttention(m), ("2,2,6,4:BCTU",) * 3),
+        ("LocalAttention causal", lambda m: _LocalAttention(m, causal=True), ("2,2,6,4:BCTU",) * 3),
+        ("LocalMHA", lambda m: m.LocalMHA(dim=8, window_size=2, dim_head=4, heads=2), ("2,6,8:BTC",)),
+        ("LocalMHA causal, prenorm, qk RMSNorm", lambda m: m.LocalMHA(
+            dim=8, window_size=2, dim_head=4, heads=2, causal=True, qk_rmsnorm=True, prenorm=True), ("2,6,8:BTC",)))],
+    *[Layer(f"rotary-embedding-torch {name}", "rotary_embedding_torch", make, layouts)
+      for name, make, layouts in (
+        ("RotaryEmbedding", lambda m: _Rotary(), ("2,2,6,8:BCTU",)),
+        ("RotaryEmbedding, learned frequencies", lambda m: _Rotary(learned_freq=True), ("2,2,6,8:BCTU",)),
+        ("RotaryEmbedding xpos", lambda m: Built(_Rotary, {"use_xpos": True}), ("2,2,6,8:BCTU",) * 2))],
+    *[Layer(f"colt5-attention {name}", "colt5_attention", make, (layout,)) for name, make, layout in (
+        ("ConditionalRoutedFeedForward", lambda m: m.ConditionalRoutedFeedForward(8, num_heavy_tokens=3),
+         "2,6,8:BTC"),
+        *[(name, lambda m, cls=cls, extra=extra: Built(getattr(m, cls), {
+            "dim": 8, "num_heavy_tokens_q": 3, "num_heavy_tokens_kv": 3, "light_dim_head": 4, "light_heads": 2,
+            "light_window_size": 2, "heavy_dim_head": 4, "heavy_heads": 2, **extra}), layout)
+          for name, cls, extra, layout in (
+            ("ConditionalRoutedAttention", "ConditionalRoutedAttention", {}, "2,6,8:BTC"),
+            ("ConditionalRoutedImageAttention", "ConditionalRoutedImageAttention", {"channel_first": True},
+             "2,8,4,4:BCSS"))])],
+    *[Layer(f"hyper-connections {name}", "hyper_connections", make, ("4,6,8:BTC",)) for name, make in (
+        ("HyperConnections", lambda m: _HyperConnections(m)),
+        ("HyperConnections, stream embedding", lambda m: _HyperConnections(m, dim=8, add_stream_embed=True)),
+        ("ManifoldConstrainedHyperConnections", lambda m: _HyperConnections(m, constrained=True)))],
+    Layer("axial-positional-embedding AxialPositionalEmbedding", "axial_positional_embedding",
+          lambda m: m.AxialPositionalEmbedding(8, (2, 3)), ("2,6,8:BTC",)),
 ]
 
 
@@ -1005,6 +1125,23 @@ FINDINGS: dict[tuple[str, str], str] = {
         "complex multiplication writes into a complex64 buffer, so float64 inputs and weights give a float32 output "
         "(FFTConv1d's is off F.conv1d's float64 result by about 2e-6)")
        for name in ("FFTConv1d", "FFTConv2d", "FFTConv2d, stride 2, dilation 2, groups 2")},
+    ("torch-harmonics SpectralConvS2", "dtype[float64]"): (
+        "true: its weight is a complex64 Parameter, which model.double() leaves complex64 (torch casts floating "
+        "tensors only), and its einsum does not promote: after .double() it raises 'expected scalar type "
+        "ComplexDouble but found ComplexFloat'"),
+    ("torch-harmonics NeighborhoodAttentionS2", "dtype[float64]"): (
+        "true: its attention is a custom operator whose CPU kernel takes float32 only; after .double() it raises "
+        "'expected scalar type Float but found Double'"),
+    ("torch-harmonics NeighborhoodAttentionS2", "copy"): (
+        "a bug upstream: it keeps the custom operator's handle (a CustomOpDef) as an attribute, which "
+        "copy.deepcopy refuses: EMA and AveragedModel cannot copy a model holding it"),
+    ("rotary-embedding-torch RotaryEmbedding xpos", "copy"): (
+        "a bug upstream: with use_xpos it stores apply_rotary_emb as a staticmethod object in an attribute, which "
+        "copy.deepcopy and pickle refuse (without xpos it does not)"),
+    **{(f"colt5-attention {name}", "copy"): (
+        "a bug upstream: its Attend keeps configs of a namedtuple made as namedtuple('EfficientAttentionConfig', "
+        "...) but bound to the name Config, where pickle cannot find it: torch.save of the whole model fails")
+       for name in ("ConditionalRoutedAttention", "ConditionalRoutedImageAttention")},
 }
 
 
@@ -1043,7 +1180,7 @@ def main(argv: list[str] | None = None) -> int:
             counts["runs"] += 1
             torch.manual_seed(seed)
             try:
-                report = check_layer(layer.make(library), *layouts, seed=seed)
+                report = run_layer(layer.make(library), layouts, seed=seed)
             except Exception as exc:
                 print(f"{layer.name} (seed {seed}): setup raised {type(exc).__name__}: {exc}")
                 counts["unexplained"] += 1
@@ -1072,10 +1209,16 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if counts["unexplained"] else 0
 
 
-def predicts(layer: nn.Module, layouts: tuple[str, ...]) -> bool:
+def run_layer(layer: nn.Module | Built, layouts: tuple[str, ...], **options: Any) -> Any:
+    if isinstance(layer, Built):
+        return check_layer(layer.cls, *layouts, kwargs=layer.kwargs, **options)
+    return check_layer(layer, *layouts, **options)
+
+
+def predicts(layer: nn.Module | Built, layouts: tuple[str, ...]) -> bool:
     """Whether layercheck's predict_runs passes the layer at these layouts."""
     torch.manual_seed(0)
-    trial = check_layer(layer, *layouts, checks=["predict_runs"])
+    trial = run_layer(layer, layouts, checks=["predict_runs"])
     return all(r.status.value == "passed" for r in trial.results) and not any(run.error for run in trial.runs)
 
 

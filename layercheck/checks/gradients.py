@@ -36,6 +36,7 @@ from layercheck.sdk import (
     dtype_name,
     forward_is_random,
     gradient_norm_floor,
+    identical,
     largest,
     layer_failure,
     mismatch,
@@ -799,6 +800,11 @@ def backward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     if not result.outputs:
         raise CheckSkipped("the layer returns no floating output: there is nothing to back-propagate")
     if not any(result.differentiable):
+        shape_only = _read_for_shape_only(ctx, names)
+        if len(shape_only) == len(names):  # every one an input, no learnable parameter
+            raise CheckSkipped(f"the outputs do not change with the values of {', '.join(shape_only)} (read for "
+                               "its size, dtype or device only) and the layer has no learnable parameter: nothing "
+                               "takes a gradient")
         raise CheckFailed(
             f"none of the {len(result.outputs)} floating output(s) carries a gradient: each is detached or "
             "computed from non-differentiable operations, so nothing reaches the inputs and parameters",
@@ -806,17 +812,26 @@ def backward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     missing = [name for name, g in zip(names, result.grads) if g is None]
     elsewhere = _reached_on_other_inputs(ctx, missing) if missing else []
     never = [name for name in missing if name not in elsewhere]
+    shape_only = _read_for_shape_only(ctx, never) if never else []
+    never = [name for name in never if name not in shape_only]
     if never:
         what = "; ".join(_why_none(name) for name in never)
         raise CheckFailed(f"{len(never)} of {len(names)} tensor(s) receive no gradient: {what}",
                           missing=never, reached=[n for n in names if n not in never])
-    message = f"gradients reach {_count_names(names)}"
+    reached = [name for name in names if name not in shape_only]
+    message = f"gradients reach {_count_names(reached)}"
+    if shape_only:
+        message += (f"; {', '.join(shape_only)} take(s) none and need(s) none: the outputs do not change with "
+                    "its values (read for its size, dtype or device only)")
+        ctx.note(f"{', '.join(shape_only)} receive no gradient, and other values of them give the same outputs: "
+                 "the layer reads them for their size, dtype or device only (declare such an input grad=no)")
     if elsewhere:
         message += (f"; {', '.join(elsewhere)} get theirs on other draws of the inputs only: on the generated ones "
                     "the layer takes a branch without them (a router that sends no token to an expert)")
         ctx.note(f"{', '.join(elsewhere)} receive no gradient on the generated inputs, only on other draws of "
                  "them: the layer uses them for some inputs only")
-    return message, {"tensors": names, "hand_written_backward": run.recorder.functions, "other_inputs_only": elsewhere}
+    return message, {"tensors": names, "hand_written_backward": run.recorder.functions, "other_inputs_only": elsewhere,
+                     "shape_only": shape_only}
 
 
 @check(
@@ -897,6 +912,9 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     ref = float64_reference(ctx)
     if not ref.fd.fn.names:
         raise CheckSkipped("the layer has no floating input and no learnable parameter: nothing takes a gradient")
+    if len(ref.fd.excluded) == len(ref.fd.fn.names):
+        raise CheckSkipped(f"{_count_names(ref.fd.fn.names)} receive(s) no gradient at all (backward_runs says why): "
+                           "there is no gradient to compare")
     if ref.float64_failure is not None and dtype is not torch.float64 and ctx.planned("gradients:float64"):
         raise CheckSkipped(f"the layer cannot run in float64 ({ref.float64_failure}): gradients[float64] judged its "
                            "float32 gradients against float32 finite differences, and there is no float64 gradient "
@@ -1429,6 +1447,38 @@ def _reached_on_other_inputs(ctx: Context, missing: Sequence[str]) -> list[str]:
         if reached >= set(missing):
             break
     return [name for name in missing if name in reached]
+
+
+def _read_for_shape_only(ctx: Context, missing: Sequence[str]) -> list[str]:
+    """Those inputs of ``missing`` (no gradient on any draw) whose values do not change the
+    outputs: the training forward gives bit-identical outputs when each is drawn again (same
+    random stream, a fresh copy of the layer per call). A positional embedding that takes ``x``
+    for its length, or a layer that reads an input's dtype or device only, needs no gradient
+    for it; an input used through ``.detach()`` or comparisons changes the outputs and still
+    fails. A layer whose outputs differ between two identical calls is never let off."""
+    positions = {int(name.split()[1]): name for name in missing if name.startswith("input ")}
+    if not positions:
+        return []
+
+    def outputs(inputs: list[Any]) -> list[torch.Tensor] | None:
+        try:
+            return Outputs.of(ctx.fresh(torch.float32).call(Mode.FORWARD, inputs, grad=False)).tensors
+        except LayerRaised:
+            return None
+
+    subject = ctx.fresh(torch.float32)
+    base = subject.inputs()
+    reference = outputs(base)
+    if reference is None or not identical(outputs(base) or [], reference):
+        return []
+    unchanged = set(positions)
+    for k in range(1, 3):
+        other = subject.target.inputs(torch.float32, subject.device, seed=ctx.seed + 7919 * k)
+        for i in sorted(unchanged):
+            got = outputs([other[i] if j == i else x for j, x in enumerate(base)])
+            if got is None or not identical(got, reference):
+                unchanged.discard(i)
+    return [positions[i] for i in sorted(unchanged)]
 
 
 def _why_none(name: str) -> str:
