@@ -273,16 +273,52 @@ def _llama_config(transformers: Any) -> Any:
 _DECODERS = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "gemma": "Gemma", "phi3": "Phi3"}
 
 
-def _mixtral_moe(transformers: Any) -> nn.Module:
-    """Mixtral's sparse mixture of experts alone. Its experts' weights are made with torch.empty and
-    left to the model's initialisation: drawn here as the model draws them (normal, std 0.02)."""
-    module = importlib.import_module("transformers.models.mixtral.modeling_mixtral")
-    block = module.MixtralSparseMoeBlock(transformers.MixtralConfig(hidden_size=16, intermediate_size=32,
-                                                                   num_local_experts=4, num_experts_per_tok=2))
-    with torch.no_grad():
-        for parameter in block.parameters():
-            parameter.normal_(0.0, 0.02)
-    return _Output(block)
+def _moe(family: str, block: str, config: str, **kwargs: Any) -> Callable[[Any], nn.Module]:
+    """A Hugging Face sparse mixture-of-experts block alone. Its experts' weights are made with
+    torch.empty and left to the model's initialisation: drawn here as the model draws them
+    (normal, std 0.02)."""
+
+    def make(transformers: Any) -> nn.Module:
+        module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+        layer = getattr(module, block)(getattr(transformers, config)(hidden_size=16, **kwargs))
+        with torch.no_grad():
+            for parameter in layer.parameters():
+                parameter.normal_(0.0, 0.02)
+        return _Output(layer)
+    return make
+
+
+_MOES = {  # four experts, two per token; names as the library spells them
+    "MixtralSparseMoeBlock (top-2 of 4 experts)": _moe(
+        "mixtral", "MixtralSparseMoeBlock", "MixtralConfig", intermediate_size=32, num_local_experts=4,
+        num_experts_per_tok=2),
+    "Qwen2MoeSparseMoeBlock (shared expert)": _moe(
+        "qwen2_moe", "Qwen2MoeSparseMoeBlock", "Qwen2MoeConfig", moe_intermediate_size=8,
+        shared_expert_intermediate_size=16, num_experts=4, num_experts_per_tok=2),
+    "Qwen3MoeSparseMoeBlock": _moe(
+        "qwen3_moe", "Qwen3MoeSparseMoeBlock", "Qwen3MoeConfig", moe_intermediate_size=8, num_experts=4,
+        num_experts_per_tok=2),
+    "OlmoeSparseMoeBlock": _moe(
+        "olmoe", "OlmoeSparseMoeBlock", "OlmoeConfig", intermediate_size=8, num_experts=4, num_experts_per_tok=2),
+    "DeepseekV3MoE (grouped routing, shared expert)": _moe(
+        "deepseek_v3", "DeepseekV3MoE", "DeepseekV3Config", moe_intermediate_size=8, n_routed_experts=4,
+        num_experts_per_tok=2, n_shared_experts=1, n_group=2, topk_group=1),
+    "GraniteMoeMoE": _moe(
+        "granitemoe", "GraniteMoeMoE", "GraniteMoeConfig", intermediate_size=8, num_local_experts=4,
+        num_experts_per_tok=2),
+}
+
+
+def _rotary(rope_scaling: dict[str, Any] | None = None) -> Callable[[Any], nn.Module]:
+    """Llama's rotary table (cos and sin of the positions times its frequencies; the hidden
+    states read for their dtype and device only), with a RoPE scaling of the config's."""
+
+    def make(transformers: Any) -> nn.Module:
+        module = importlib.import_module("transformers.models.llama.modeling_llama")
+        extra = {} if rope_scaling is None else {"rope_scaling": rope_scaling}
+        return module.LlamaRotaryEmbedding(transformers.LlamaConfig(
+            hidden_size=16, num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32, **extra))
+    return make
 
 
 class _Decoder(nn.Module):
@@ -550,6 +586,13 @@ LAYERS = [
          .BertIntermediate(t.BertConfig(hidden_size=8, intermediate_size=16, num_attention_heads=2))),
         ("pytorch_utils.Conv1D (GPT-2)",
          lambda t: importlib.import_module("transformers.pytorch_utils").Conv1D(12, 8)))],
+    *[Layer(f"transformers LlamaRotaryEmbedding{name}", "transformers", make,
+            ("2,5,16:BTC", "2,5:BT dtype=int64 values=0:64")) for name, make in (
+        ("", _rotary()),
+        (" (llama3 scaling)", _rotary({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                       "high_freq_factor": 4.0, "original_max_position_embeddings": 16})),
+        (" (dynamic NTK scaling)", _rotary({"rope_type": "dynamic", "factor": 2.0})),
+        (" (YaRN scaling)", _rotary({"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16})))],
     # whole blocks: decoder layers with rotary embeddings and a causal mask, and encoder blocks
     *[Layer(f"transformers {name}", "transformers", make, ("2,6,16:BTC",)) for name, make in (
         *[(f"{_DECODERS[family]}DecoderLayer ({attention})",
@@ -566,7 +609,7 @@ LAYERS = [
         ("ViTLayer", lambda t: _Output(importlib.import_module("transformers.models.vit.modeling_vit").ViTLayer(
             t.ViTConfig(hidden_size=16, intermediate_size=32, num_attention_heads=4, hidden_dropout_prob=0.0,
                         attention_probs_dropout_prob=0.0)))),
-        ("MixtralSparseMoeBlock (top-2 of 4 experts)", _mixtral_moe),
+        *_MOES.items(),
         ("WhisperEncoderLayer", lambda t: _Output(importlib.import_module(
             "transformers.models.whisper.modeling_whisper").WhisperEncoderLayer(
             t.WhisperConfig(d_model=16, encoder_attention_heads=4, encoder_ffn_dim=32)), attention_mask=None)),
@@ -1013,9 +1056,10 @@ FINDINGS: dict[tuple[str, str], str] = {
         "true: forward flattens its input with x.view(-1, x.size(-1)), which raises on a (B, T, C) input stored "
         "channels-first (a Conv1d's (B, C, T) output transposed back), where reshape would work; GPT-2's own "
         "blocks hand it contiguous tensors, so it bites only reuse outside them"),
-    ("transformers MixtralSparseMoeBlock (top-2 of 4 experts)", "noncontiguous"): (
+    **{(f"transformers {name}", "noncontiguous"): (
         "true: forward flattens its input with hidden_states.view(-1, hidden_dim), which raises on a (B, T, C) "
-        "input stored channels-first, where reshape would work (as GPT-2's Conv1D)"),
+        "input stored channels-first, where reshape would work (as GPT-2's Conv1D)")
+       for name in _MOES if not name.startswith("Granite")},
     ("memory-efficient-attention FlashAttention", "dtype[float64]"): _FLOAT32_ONLY,
     ("memory-efficient-attention FlashAttention causal", "dtype[float64]"): _FLOAT32_ONLY,
     ("memory-efficient-attention CosineSimFlashAttention", "gradients[float64]"): (
@@ -1142,6 +1186,13 @@ FINDINGS: dict[tuple[str, str], str] = {
         "a bug upstream: its Attend keeps configs of a namedtuple made as namedtuple('EfficientAttentionConfig', "
         "...) but bound to the name Config, where pickle cannot find it: torch.save of the whole model fails")
        for name in ("ConditionalRoutedAttention", "ConditionalRoutedImageAttention")},
+    ("transformers LlamaRotaryEmbedding (dynamic NTK scaling)", "observations"): (
+        "true, by design upstream: dynamic NTK scaling recomputes the frequencies from the largest position id in "
+        "the whole batch (torch.max(position_ids) + 1 past max_position_embeddings), so a sequence's table depends "
+        "on the other sequences batched with it"),
+    ("transformers LlamaRotaryEmbedding (dynamic NTK scaling)", "dtype[float64]"): (
+        "true (minor): the recomputed inv_freq buffer is made in float32 whatever the layer's dtype (the output "
+        "is cast to the hidden states' dtype)"),
 }
 
 
