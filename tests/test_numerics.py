@@ -112,6 +112,31 @@ def test_layer_computing_in_float32_gets_a_larger_step_and_passes() -> None:
     assert not judge(fd, scaled, 1e-6).passed  # still able to see a 1% error
 
 
+class Steep(nn.Module):
+    """sin(3e6·x): the per-element step at 1e-8 is about a tenth of its period."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(3e6 * x)
+
+
+def test_a_steep_layer_keeps_the_base_step_and_is_judged_at_smaller_ones() -> None:
+    # Note [steep at the base step]: its second differences at 1e-8 are curvature, not rounding;
+    # taken for noise, they grew the step and finite differences could not judge at all
+    fd, grads = reference(Steep, "4,6:BC")
+    verdict = judge(fd, grads, 1e-6)
+    assert fd.steep() and verdict.step == BASE_STEP
+    assert fd.noise_bound(BASE_STEP) < 1e-3 * fd.noise(refined=True) / BASE_STEP  # rounding alone
+    assert verdict.passed and verdict.worst.relative_error < 1e-6
+    wrong = [g * 1.001 for g in grads]  # a 0.1% error is as wrong at every step
+    assert not judge(fd, wrong, 1e-6).passed
+
+
+def test_noise_that_does_not_fall_with_the_spacing_is_not_taken_for_steepness() -> None:
+    layer = load_zoo("good_grad_float32_inside").LAYER
+    fd, _ = reference(layer, "4,16:BC")
+    assert not fd.steep()
+
+
 def test_float64_noise_is_at_rounding_level() -> None:
     fd, _ = reference(Tanh, "4,5:BC")
     magnitude = float(fd.base().square().sum().sqrt())
