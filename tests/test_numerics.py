@@ -16,6 +16,7 @@ from layercheck.numerics.engine import (
     NotDifferentiable,
     Probe,
     Region,
+    TooNoisy,
 )
 from layercheck.numerics.functions import LayerFunction
 from layercheck.numerics.locate import diagnose
@@ -129,6 +130,21 @@ def test_a_steep_layer_keeps_the_base_step_and_is_judged_at_smaller_ones() -> No
     assert verdict.passed and verdict.worst.relative_error < 1e-6
     wrong = [g * 1.001 for g in grads]  # a 0.1% error is as wrong at every step
     assert not judge(fd, wrong, 1e-6).passed
+
+
+class Steeper(nn.Module):
+    """sin(1e8·x): three periods per element at the base step, a thirtieth at a hundredth of it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(1e8 * x)
+
+
+def test_a_layer_too_steep_for_any_usable_step_is_not_judged() -> None:
+    # extrapolations still moving where rounding stops the steps: right and wrong look alike
+    fd, grads = reference(Steeper, "4,6:BC")
+    for candidate in (grads, [g * 1.001 for g in grads]):
+        with pytest.raises(TooNoisy, match="too steep at the point"):
+            judge(fd, candidate, 1e-6)
 
 
 def test_noise_that_does_not_fall_with_the_spacing_is_not_taken_for_steepness() -> None:

@@ -1468,8 +1468,8 @@ def _read_for_shape_only(ctx: Context, missing: Sequence[str]) -> list[str]:
 
     subject = ctx.fresh(torch.float32)
     base = subject.inputs()
-    reference = outputs(base)
-    if reference is None or not identical(outputs(base) or [], reference):
+    reference, again = outputs(base), outputs(base)
+    if reference is None or again is None or not identical(again, reference):
         return []
     unchanged = set(positions)
     for k in range(1, 3):

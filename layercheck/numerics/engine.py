@@ -290,8 +290,8 @@ class Comparison:
     one_sided: tuple[float, float]  # forward, backward differences
     spread: float  # standard deviation of the analytic side over random directions
     bound: float  # allowed |numeric - analytic|
-    # Note [steep at the base step]: failed at every step whose rounding stays within the
-    # tolerance, on a steep layer: finite differences cannot tell its gradient right or wrong
+    # Note [steep at the base step]: failed on a steep layer with extrapolations still moving
+    # where rounding stops the steps: finite differences cannot tell its gradient right or wrong
     unresolved: bool = False
 
     @property
