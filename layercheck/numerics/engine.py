@@ -74,10 +74,12 @@ Note [steep at the base step]
     the base step), then from h/10 and h/100, four evaluations each, for as long as the
     extrapolation's rounding noise (which grows as 1/h) stays within the tolerance itself; it
     passes at the first that agrees within that noise. A wrong gradient is as wrong at every step
-    and fails all of them. On a steep layer a failure must also be settled: the last two
-    extrapolations agree with each other, and the analytic value is ten times as far from them as
-    they are apart. Extrapolations still moving when the noise stops the steps (a whole
-    EfficientNet-B0 at 32×32, batch of two: its central differences settle only near 1e-12)
+    and fails all of them: on a layer not found steep, once two successive differences agree
+    with each other (ten times closer than to the analytic value: settled) no smaller step is
+    tried, so a wrong gradient costs the two evaluations of the first extrapolation only. A steep
+    layer tries every step, and its failure must be settled. Differences still moving when the
+    noise stops the steps (a
+    whole EfficientNet-B0 at 32×32, batch of two: its central differences settle only near 1e-12)
     judge nothing, and the check says so (TooNoisy: a skip) rather than blame the gradient.
 
 Note [domains]
@@ -622,29 +624,30 @@ class FiniteDifferences(Generic[F_co]):
         if h > BASE_STEP:
             numeric, noise = extrapolated(h, numeric), noise * _RICHARDSON_NOISE
         elif abs(numeric - analytic) > tolerance * spread + noise:  # Note [steep at the base step]
-            tried: list[tuple[float, float]] = []  # (extrapolation, its bound) at each step tried
+            tried = [(numeric, noise)]  # (difference, its bound): the central one at h, then extrapolations
             for step in (h, *(h / shrink for shrink in SMALLER_STEPS)):
                 bound = _RICHARDSON_NOISE * self.noise_bound(step) * (math.sqrt(13) if inward else 1.0)
                 if bound > tolerance * spread:  # rounding would take more than the tolerance itself
                     break
                 tried.append((extrapolated(step, numeric if step == h else difference(*sums(step), step)), bound))
                 if abs(tried[-1][0] - analytic) <= tolerance * spread + bound:
-                    numeric, noise = tried[-1]
                     break
-            agreed = bool(tried) and abs(tried[-1][0] - analytic) <= tolerance * spread + tried[-1][1]
-            if self._rounding is not None and not agreed:  # a steep layer
-                if tried:  # judged by its most settled extrapolation
-                    numeric, noise = tried[-1]
-                unresolved = not _settled(tried, analytic, tolerance * spread)
+                if self._rounding is None and _settled(tried, analytic, tolerance * spread):
+                    break  # the same number twice: a wrong gradient (a steep layer tries every step)
+            agreed = len(tried) > 1 and abs(tried[-1][0] - analytic) <= tolerance * spread + tried[-1][1]
+            if agreed or self._rounding is not None:  # a steep layer is judged by its most settled difference
+                numeric, noise = tried[-1]
+                unresolved = not agreed and not _settled(tried, analytic, tolerance * spread)
         one_sided = ((up - base) / h, (down - up) / h) if inward else ((up - base) / h, (base - down) / h)
         return Comparison(probe, analytic, numeric, one_sided, spread, tolerance * spread + noise, unresolved)
 
 
 def _settled(tried: Sequence[tuple[float, float]], analytic: float, allowed: float) -> bool:
-    """Whether the extrapolations (value, bound) at successive steps disagree with ``analytic``
+    """Whether the differences (value, bound) at successive steps disagree with ``analytic``
     for good: the last two agree with each other, and the analytic value is ten times as far
-    from the last as they are apart. A wrong gradient on a steep layer is wrong against numbers
-    that have settled; ones still moving when rounding stops the steps judge nothing."""
+    from the last as they are apart. A wrong gradient is wrong against numbers that have
+    settled (on an ordinary layer the central difference and its extrapolation already agree:
+    no smaller step is tried); ones still moving when rounding stops the steps judge nothing."""
     if len(tried) < 2:
         return False
     (before, before_bound), (last, last_bound) = tried[-2:]
