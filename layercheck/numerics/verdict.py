@@ -94,6 +94,13 @@ def judge(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.T
         step = fd.step_for(spread, tolerance)
         noise = ratio(fd.noise_bound(step), spread)
         if spread > 0 and noise > NOISE_CEILING and slot is None and region is None:
+            if fd.on_a_kink():
+                raise TooNoisy(
+                    "the point sits on kinks: the second differences the noise is measured from shrink in "
+                    "proportion to the step (a change of slope exactly at the point, not rounding), as where a "
+                    "zero-initialised scale (a residual branch's last BatchNorm weight at 0) keeps a ReLU's input "
+                    "at exactly 0; finite differences cannot judge the gradient here: check the layer with that "
+                    "initialisation off, or at trained weights")
             raise TooNoisy(f"the layer's rounding noise takes {noise:.2g} of the derivative at the largest usable "
                            f"step ({step:.0e}): finite differences cannot judge its gradient")
     first = [Probe(d, step, slot, region) for d in range(draws)]
