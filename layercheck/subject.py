@@ -688,6 +688,7 @@ def _initialises_on_first_call(layer: nn.Module, target: Target) -> bool:
     inputs = [x if spec.layout.batch_dim is None
               else x.narrow(spec.layout.batch_dim, 0, min(_PROBE_OBSERVATIONS, x.shape[spec.layout.batch_dim]))
               for spec, x in zip(target.specs, target.inputs(torch.float32))]
+
     def values() -> list[torch.Tensor]:
         return [p.detach().clone() for p in probe.parameters()]
 

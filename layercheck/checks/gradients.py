@@ -1428,6 +1428,12 @@ def _masks(ctx: Context, fn: LayerFunction) -> list[tuple[str, list[bool]]]:
 OTHER_DRAWS = 4
 
 
+def _other_draw(ctx: Context, subject: Subject, k: int) -> list[torch.Tensor]:
+    """The ``k``-th other draw of the float32 inputs (k >= 1): the same for every check that
+    asks whether a tensor's gradient, or the outputs, depend on the values drawn."""
+    return subject.target.inputs(torch.float32, subject.device, seed=ctx.seed + 7919 * k)
+
+
 def _reached_on_other_inputs(ctx: Context, missing: Sequence[str]) -> list[str]:
     """Those of ``missing`` (tensors without a gradient on the generated inputs) that get one
     on other draws of the inputs: a parameter forward uses for some inputs only (an expert
@@ -1436,7 +1442,7 @@ def _reached_on_other_inputs(ctx: Context, missing: Sequence[str]) -> list[str]:
     reached: set[str] = set()
     for k in range(1, OTHER_DRAWS + 1):
         subject = ctx.fresh(torch.float32)
-        inputs = subject.target.inputs(torch.float32, subject.device, seed=ctx.seed + 7919 * k)
+        inputs = _other_draw(ctx, subject, k)
         try:
             run = _analytic(ctx, subject, inputs)
         except LayerRaised:  # the forward, on these inputs
@@ -1473,7 +1479,7 @@ def _read_for_shape_only(ctx: Context, missing: Sequence[str]) -> list[str]:
         return []
     unchanged = set(positions)
     for k in range(1, 3):
-        other = subject.target.inputs(torch.float32, subject.device, seed=ctx.seed + 7919 * k)
+        other = _other_draw(ctx, subject, k)
         for i in sorted(unchanged):
             got = outputs([other[i] if j == i else x for j, x in enumerate(base)])
             if got is None or not identical(got, reference):

@@ -502,9 +502,13 @@ class FiniteDifferences(Generic[F_co]):
                 largest_square = float(squares.max()) if used < FEW_CHUNKS else 0.0
                 chunk = max(float(squares.median()) / 0.455, largest_square) / variance_ratio
                 total += used * math.sqrt(chunk) if correlated else used * chunk
-            magnitude = math.sqrt(sum(float(c.square().sum()) for c in base))
-            self._noise[key] = max(total if correlated else math.sqrt(total), EPS64 * magnitude)
+            self._noise[key] = max(total if correlated else math.sqrt(total), self.rounding_floor())
         return self._noise[key]
+
+    def rounding_floor(self) -> float:
+        """The least rounding noise an evaluation has: float64's epsilon times the magnitude of
+        the partial sums at the point (a noise estimate is never below it)."""
+        return EPS64 * math.sqrt(sum(float(c.square().sum()) for c in self.base()))
 
     def noise_bound(self, step: float) -> float:
         """Allowed |numeric − analytic| of a central difference from rounding alone. Past the
@@ -561,8 +565,7 @@ class FiniteDifferences(Generic[F_co]):
             at_base = min(self.noise(), self.noise(refined=True))
             spacing = BASE_STEP / SMALLER_STEPS[-1]
             smaller = min(self.noise(spacing), self.noise(spacing, refined=True))
-            floor = EPS64 * math.sqrt(sum(float(c.square().sum()) for c in self.base()))
-            if not 10 * floor < smaller < at_base / SMALLER_STEPS[-1]:
+            if not 10 * self.rounding_floor() < smaller < at_base / SMALLER_STEPS[-1]:
                 return False
             self._rounding = smaller
         return True
@@ -574,8 +577,7 @@ class FiniteDifferences(Generic[F_co]):
         stays the same and curvature shrinks as the square. Four evaluations; asked only before
         the check gives up on a layer as too noisy."""
         estimates = [self.noise(BASE_STEP / shrink) for shrink in (1, 10, 100)]
-        floor = EPS64 * math.sqrt(sum(float(c.square().sum()) for c in self.base()))
-        if estimates[-1] <= 10 * floor:
+        if estimates[-1] <= 10 * self.rounding_floor():
             return False
         return all(0.7 < 10 * smaller / larger < 1.3 for larger, smaller in itertools.pairwise(estimates))
 
