@@ -173,7 +173,7 @@ class _Run:
                 self.queue.insert(0, job)
                 self._discard(worker)
                 continue
-            job.follow("starting", self.phase_limit)
+            job.follow("importing the layer" if job.kind == "load" else "starting", self.phase_limit)
             self.workers[worker] = job
             if job.target.started is None:
                 job.target.started = time.perf_counter()

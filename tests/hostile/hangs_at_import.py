@@ -1,17 +1,23 @@
 """The module hangs while it is imported, in a wait that no signal interrupts (a native
-library waiting with signals blocked): only a limit enforced from outside ends it."""
+library waiting with signals blocked): only a limit enforced from outside ends it.
 
+The wait is in C with every signal blocked in the importing thread. Blocking SIGALRM alone
+and sleeping in Python is not such a wait: where the process has another thread (CUDA's
+driver starts some), the kernel hands the timer's SIGALRM to that thread, and Python runs its
+handler in the main thread at the next bytecode, interrupting the import from inside (seen on
+a GPU machine)."""
+
+import ctypes
 import signal
-import time
 
 from torch import nn
 
 CHECK = None
 CAUSE = "while importing the layer"
 
-signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
 while True:
-    time.sleep(1)
+    ctypes.CDLL(None).pause()
 
 
 class Layer(nn.Module):
