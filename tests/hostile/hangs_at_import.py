@@ -2,10 +2,10 @@
 library waiting with signals blocked): only a limit enforced from outside ends it.
 
 The wait is in C with every signal blocked in the importing thread. Blocking SIGALRM alone
-and sleeping in Python is not such a wait: where the process has another thread (CUDA's
-driver starts some), the kernel hands the timer's SIGALRM to that thread, and Python runs its
-handler in the main thread at the next bytecode, interrupting the import from inside (seen on
-a GPU machine)."""
+and sleeping in Python is not such a wait: where the process has another thread, the kernel
+hands the timer's SIGALRM to that thread, and Python runs its handler in the main thread at the
+next bytecode, interrupting the import from inside (seen on a GPU machine, whose worker had
+another thread)."""
 
 import ctypes
 import signal
