@@ -126,21 +126,32 @@ class InputPath:
     inputs: Callable[[torch.Tensor, Layout], torch.Tensor]
 
 
-def spread(ctx: Context, run: SharedRun, path: InputPath | None = None) -> Spread:
+@dataclass(frozen=True)
+class Point:
+    """Another layer to measure a spread on: ``fresh`` builds it in float32 (the target's
+    layer with its parameters moved, say), ``label`` names it."""
+
+    label: str
+    fresh: Callable[[], Subject]
+
+
+def spread(ctx: Context, run: SharedRun, path: InputPath | None = None, *, at: Point | None = None) -> Spread:
     """The rounding spread of the shared float32 ``run`` (PREDICT or FORWARD), or of the same
-    run along ``path``, computed once per target."""
+    run along ``path``, or of the layer ``at`` another point, computed once per target."""
     ctx.use(run)
-    key = ("rounding spread", run.name) if path is None else ("rounding spread", run.name, path.label)
-    return ctx.shared(key, lambda: _measure(ctx, run, path))
+    key = ("rounding spread", run.name, None if path is None else path.label, None if at is None else at.label)
+    return ctx.shared(key, lambda: _measure(ctx, run, path, at))
 
 
-def _measure(ctx: Context, run: SharedRun, path: InputPath | None) -> Spread:
-    if path is None:
+def _measure(ctx: Context, run: SharedRun, path: InputPath | None, at: Point | None) -> Spread:
+    fresh = ctx.fresh if at is None else at.fresh
+    if path is None and at is None:
         reference = reference_forward(ctx) if run is FORWARD else reference_predict(ctx)
     else:
-        subject = ctx.fresh()
+        subject = fresh()
         reference = run_along(ctx, run, subject, subject.inputs(), path)
-    return _distances(reference, [run_along(ctx, run, *_perturbed(ctx, k), path) for k in range(PERTURBATIONS)])
+    return _distances(reference, [run_along(ctx, run, *_perturbed(ctx, k, fresh), path)
+                                  for k in range(PERTURBATIONS)])
 
 
 def float64_error(ctx: Context, run: SharedRun, path: InputPath | None = None) -> Spread | None:
@@ -215,11 +226,11 @@ def _named(run: Run) -> tuple[list[str], list[torch.Tensor]]:
     return names, values
 
 
-def _perturbed(ctx: Context, k: int) -> tuple[Subject, list[torch.Tensor]]:
+def _perturbed(ctx: Context, k: int, fresh: Callable[[], Subject]) -> tuple[Subject, list[torch.Tensor]]:
     """A fresh layer and inputs with every element that takes a gradient moved one unit in the last place,
     up or down at random (seeded by the target's seed and ``k``)."""
     gen = torch.Generator().manual_seed(ctx.seed * 1_000_003 + 7_777 + k)
-    subject = ctx.fresh()
+    subject = fresh()
     with torch.no_grad():
         for _, p in subject.parameters():
             p.copy_(_nudged(p, gen))
@@ -292,9 +303,11 @@ def _either_side(ctx: Context, run: SharedRun, path: InputPath, name: str) -> tu
             f"{SAFETY:g}x the spread between two float32 roundings with {path.label} inputs")
 
 
-def gradient_norm_floor(ctx: Context, name: str, dtype: torch.dtype = torch.float32) -> float:
+def gradient_norm_floor(ctx: Context, name: str, dtype: torch.dtype = torch.float32, *,
+                        at: Point | None = None) -> float:
     """The norm floor of the float32 forward run's gradient of ``name`` (``input 0``,
     ``parameter 'w'``), for a comparison of two ``dtype`` computations of that gradient:
-    scaled by the ratio of the dtypes' machine epsilons for float16 and bfloat16."""
-    floor = spread(ctx, FORWARD).norm_floor(f"gradient of {name}")
+    scaled by the ratio of the dtypes' machine epsilons for float16 and bfloat16. ``at``:
+    measured on that layer instead of the target's."""
+    floor = spread(ctx, FORWARD, at=at).norm_floor(f"gradient of {name}")
     return floor * torch.finfo(dtype).eps / torch.finfo(torch.float32).eps

@@ -14,7 +14,7 @@ itself cannot complete. Only the runner turns these into results.
 from __future__ import annotations
 
 from layercheck.calibration import SOURCE as FLOOR_SOURCE
-from layercheck.calibration import InputPath, Spread, gradient_norm_floor, path_allowance, run_along, spread
+from layercheck.calibration import InputPath, Point, Spread, gradient_norm_floor, path_allowance, run_along, spread
 from layercheck.compare import (
     DTYPES,
     EXACT,
@@ -109,6 +109,7 @@ __all__ = [
     "Layout",
     "Mode",
     "Outputs",
+    "Point",
     "Run",
     "SharedRun",
     "Spread",

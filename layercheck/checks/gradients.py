@@ -14,7 +14,15 @@ from typing import Any, NoReturn
 import torch
 from torch import nn
 
-from layercheck.numerics.engine import BASE_STEP, FiniteDifferences, NotDifferentiable, Probe, TooNoisy, Unstable
+from layercheck.numerics.engine import (
+    BASE_STEP,
+    FiniteDifferences,
+    NotDifferentiable,
+    OnKinks,
+    Probe,
+    TooNoisy,
+    Unstable,
+)
 from layercheck.numerics.functions import Backprop, LayerFunction
 from layercheck.numerics.locate import Finding, diagnose
 from layercheck.numerics.patterns import PATTERN_DRAWS
@@ -30,6 +38,7 @@ from layercheck.sdk import (
     CheckSkipped,
     Context,
     LayerRaised,
+    Point,
     Tolerance,
     all_finite,
     cotangents,
@@ -306,6 +315,7 @@ class Reference:
     detach_hint: str | None = None  # Note [approximate detaches]: a large disagreement the detaches explain
     surrogate_only: list[str] = field(default_factory=list)
     layer_grads: list[torch.Tensor | None] | None = None  # then: the gradients with the surrogates, as trained
+    beside: bool = False  # Note [beside the kinks]: taken with the layer's parameters moved off the point
     _diagnosis: tuple[list[Finding], list[str], list[str]] | None = field(default=None, repr=False)
 
     def reset_diagnosis(self) -> None:
@@ -351,6 +361,104 @@ def float64_reference(ctx: Context) -> Reference:
         return _judged(ctx, fn, run, traced=analytic.trace)
 
     return ctx.shared("layercheck.gradients.float64", build, readers=_READERS)
+
+
+# Note [beside the kinks]
+#     A point that sits exactly on kinks (Note [kinks at the point] in numerics/engine.py: a
+#     whole timm ResNet-18 or RegNet at initialisation, whose zero-initialised residual scales
+#     keep ReLUs' inputs at exactly 0) cannot be judged by finite differences. A backward's
+#     formulas do not depend on the point, so the gradient check takes its references again at a
+#     point beside it: the layer's floating parameters moved by KINK_NUDGE of their root mean
+#     square (an all-zero tensor, the zero-initialised scale that put the point there, by
+#     KINK_NUDGE), seeded, the same values in float64 and in float32; the inputs are the same.
+#     The verdict there is the check's, right or wrong, and says where it was taken. Where the
+#     layer raises there, gives values that are not finite, or still sits on kinks, the skip
+#     stands. The ResNet-18 passes there, as it does with that initialisation off; a wrong
+#     backward is wrong beside the point as at it.
+KINK_NUDGE = 1e-3
+_NUDGE_SEED = 104_729
+
+
+def gradient_reference(ctx: Context) -> Reference:
+    """The float64 reference the gradient check judges: at the point, or beside it where the
+    point sits on kinks (Note [beside the kinks])."""
+
+    def build() -> Reference | CheckSkipped:
+        try:
+            return float64_reference(ctx)
+        except CheckSkipped as exc:
+            if not isinstance(exc.__cause__, OnKinks):
+                return exc
+            subject = _beside(ctx, torch.float64)
+            if subject is None:  # no parameter to move
+                return exc
+            return _reference_beside(ctx, subject) or CheckSkipped(
+                f"{exc}; nor could they beside it, with the layer's floating parameters moved by {KINK_NUDGE:g} of "
+                "their size")
+
+    found = ctx.shared("layercheck.gradients.reference", build, readers=("gradients",))
+    if isinstance(found, CheckSkipped):
+        raise found
+    return found
+
+
+def _reference_beside(ctx: Context, subject: Subject) -> Reference | None:
+    try:
+        analytic = _analytic(ctx, subject, traced=True)
+        fn, run = analytic.fn, analytic.check_ran()
+        if not run.outputs or not all(all_finite(t) for t in [*run.outputs, *run.grads] if t is not None):
+            return None
+        ref = _judged(ctx, fn, run, traced=analytic.trace)
+    except (LayerRaised, CheckFailed, CheckSkipped):
+        return None
+    ref.beside = True
+    return ref
+
+
+def _beside(ctx: Context, dtype: torch.dtype, *, sample: bool = False) -> Subject | None:
+    """A fresh layer in ``dtype`` with its floating parameters moved off the point (Note
+    [beside the kinks]); None for a layer without floating parameters."""
+    moved = ctx.shared("layercheck.gradients.nudged", lambda: _nudged_parameters(ctx), readers=("gradients",))
+    if not moved:
+        return None
+    subject = ctx.fresh(dtype, sample=sample)
+    assert subject.module is not None
+    with torch.no_grad():
+        for name, p in subject.module.named_parameters():
+            if name in moved:
+                p.copy_(moved[name])
+    return subject
+
+
+def _fresh(ctx: Context, dtype: torch.dtype, beside: bool, *, sample: bool = False) -> Subject:
+    """A fresh layer, at the point or beside it."""
+    subject = _beside(ctx, dtype, sample=sample) if beside else ctx.fresh(dtype, sample=sample)
+    assert subject is not None  # a reference is taken beside the point only where there are parameters to move
+    return subject
+
+
+def _nudged_parameters(ctx: Context) -> dict[str, torch.Tensor]:
+    """The float32 layer's floating parameters moved by KINK_NUDGE of their size (seeded)."""
+    module = ctx.fresh(torch.float32).module
+    if module is None:
+        return {}
+    generator = torch.Generator().manual_seed(ctx.seed + _NUDGE_SEED)
+    moved = {}
+    for name, p in module.named_parameters():
+        if not p.is_floating_point() or p.numel() == 0:
+            continue
+        value = p.detach().cpu().to(torch.float64)
+        if not bool(value.isfinite().all()):
+            continue
+        scale = float(value.square().mean().sqrt()) or 1.0
+        noise = torch.randn(value.shape, generator=generator, dtype=torch.float64)
+        moved[name] = (value + KINK_NUDGE * scale * noise).to(p.dtype)
+    return moved
+
+
+def _beside_text(ref: Reference) -> str:
+    return (f" at a point beside the layer's (its parameters moved by {KINK_NUDGE:g} of their size: the layer's "
+            "point sits on kinks, see the note)" if ref.beside else "")
 
 
 # Note [float32 reference]
@@ -632,12 +740,12 @@ def _size_names(ctx: Context) -> dict[int, str]:
 SECOND_DRAW_LIMIT = 4096
 
 
-def second_draw_reference(ctx: Context) -> Reference | None:
+def second_draw_reference(ctx: Context, *, beside: bool = False) -> Reference | None:
     """The float64 reference on a second draw of the inputs, for small layers (Note [second
-    draw]); None for large ones."""
+    draw]); None for large ones. ``beside``: with the parameters moved (Note [beside the kinks])."""
 
     def build() -> Reference | None:
-        subject = ctx.fresh(torch.float64)
+        subject = _fresh(ctx, torch.float64, beside)
         sizes = sum(layout.numel for layout in ctx.layouts) + sum(p.numel() for _, p in subject.parameters())
         if sizes > SECOND_DRAW_LIMIT:
             return None
@@ -651,7 +759,7 @@ def second_draw_reference(ctx: Context) -> Reference | None:
             return None  # the first draw is judged; this one has nothing to add
         return _judged(ctx, analytic.fn, run)
 
-    return ctx.shared("layercheck.gradients.float64.second_draw", build, readers=_READERS)
+    return ctx.shared(f"layercheck.gradients.float64.second_draw{'.beside' * beside}", build, readers=_READERS)
 
 
 # Note [second call]
@@ -665,16 +773,16 @@ def second_draw_reference(ctx: Context) -> Reference | None:
 #     neither, and cost nothing more.
 
 
-def eval_reference(ctx: Context) -> Reference:
+def eval_reference(ctx: Context, *, beside: bool = False) -> Reference:
     """The float64 reference of the forward in eval mode (with grad): training-only behaviour —
     batch statistics, dropout, a power iteration under no_grad — switched off."""
 
     def build() -> Reference:
-        subject = ctx.fresh(torch.float64)
+        subject = _fresh(ctx, torch.float64, beside)
         fn = LayerFunction(subject, subject.inputs(), mode=Mode.EVAL)
         return _judged(ctx, fn, fn.gradient(lambda outputs: cotangents(ctx, outputs)))
 
-    return ctx.shared("layercheck.gradients.float64.eval", build, readers=_READERS)
+    return ctx.shared(f"layercheck.gradients.float64.eval{'.beside' * beside}", build, readers=_READERS)
 
 
 def held_constant(ctx: Context, ref: Reference) -> str | None:
@@ -684,7 +792,7 @@ def held_constant(ctx: Context, ref: Reference) -> str | None:
     if ref.verdict.passed or not ref.trace.stop_gradients:
         return None
     try:
-        agrees = eval_reference(ctx).verdict.passed
+        agrees = eval_reference(ctx, beside=ref.beside).verdict.passed
     except (LayerRaised, CheckFailed, CheckSkipped):
         return None
     if not agrees:
@@ -696,30 +804,30 @@ def held_constant(ctx: Context, ref: Reference) -> str | None:
             f"differences ({ref.verdict.summary()}); in eval mode they agree, so the backward is right")
 
 
-def second_call_reference(ctx: Context) -> Reference | None:
+def second_call_reference(ctx: Context, *, beside: bool = False) -> Reference | None:
     """The float64 reference from the state the layer's first training call leaves, when that
     call changes the layer in a way its next call shows (Note [second call]); None otherwise."""
 
     def build() -> Reference | None:
         # whether it does is the layer's logic, not its size: asked of the sample of the batch
         # where there is one (a full-size float64 forward less for every layer that does not)
-        subject = ctx.fresh(torch.float64, sample=True)
+        subject = _fresh(ctx, torch.float64, beside, sample=True)
         first = _graph_and_outputs(subject)
         after_first = subject.checkpoint()
-        if not subject.changes(ctx.fresh(torch.float64, sample=True).checkpoint()):
+        if not subject.changes(_fresh(ctx, torch.float64, beside, sample=True).checkpoint()):
             return None  # the first call leaves nothing behind
         second = _graph_and_outputs(subject)
         if first == second:
             return None  # what it leaves behind (running statistics) does not change the next call
         if subject.target is not ctx.target:  # decided on the sample: the reference is the whole batch's
-            subject = ctx.fresh(torch.float64)
+            subject = _fresh(ctx, torch.float64, beside)
             subject.forward(subject.inputs(requires_grad=True))  # its first call, as _graph_and_outputs makes it
             after_first = subject.checkpoint()
         subject.rewind(after_first)
         analytic = _analytic(ctx, subject)
         return _judged(ctx, analytic.fn, analytic.check_ran())
 
-    return ctx.shared("layercheck.gradients.float64.second", build, readers=_READERS)
+    return ctx.shared(f"layercheck.gradients.float64.second{'.beside' * beside}", build, readers=_READERS)
 
 
 def _graph_and_outputs(subject: Subject) -> tuple[tuple[str, ...], tuple[bytes, ...]]:
@@ -909,7 +1017,12 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     parameter gradient averaged instead of summed over the batch, a missing factor or sign.
     """
     dtype = DTYPES[ctx.variant]
-    ref = float64_reference(ctx)
+    ref = gradient_reference(ctx)
+    if ref.beside:
+        ctx.note("the point sits on kinks (a zero-initialised scale keeps ReLUs' inputs at exactly 0, or the like), "
+                 "where finite differences cannot judge: the gradients were compared at a point beside it, the "
+                 f"layer's floating parameters moved by {KINK_NUDGE:g} of their size (seeded; a backward's formulas "
+                 "do not depend on the point)")
     if not ref.fd.fn.names:
         raise CheckSkipped("the layer has no floating input and no learnable parameter: nothing takes a gradient")
     if len(ref.fd.excluded) == len(ref.fd.fn.names):
@@ -1009,19 +1122,22 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
     verdict = ref.verdict
     names = ref.fd.fn.names
     details = {**verdict.to_dict(), "tensors": names, "evaluations": ref.fd.evaluations}
+    if ref.beside:
+        details["beside"] = KINK_NUDGE
     if ref.float64_failure is not None:
         return _judge_float32_reference(ctx, ref, details)
     constant = held_constant(ctx, ref)
     if constant is not None:
         ctx.note(constant)
-        return (f"{_count_names(names)}: in eval mode, {_agreement(eval_reference(ctx).verdict)}; in training mode "
+        return (f"{_count_names(names)}: in eval mode, {_agreement(eval_reference(ctx, beside=ref.beside).verdict)}; "
+                "in training mode "
                 "the layer holds a no_grad computation constant by design (see the note)", details)
-    drawn = second_draw_reference(ctx) if verdict.passed else None
+    drawn = second_draw_reference(ctx, beside=ref.beside) if verdict.passed else None
     if drawn is not None and not drawn.verdict.passed:
         details = {**details, "second_draw": drawn.verdict.to_dict()}
         raise _disagreement(drawn, "on a second draw of the inputs (the first draw's agree: a branch the first "
                             "draw did not take?), float64 analytic gradients", details)
-    second = second_call_reference(ctx) if verdict.passed else None
+    second = second_call_reference(ctx, beside=ref.beside) if verdict.passed else None
     if second is not None and not second.verdict.passed:
         details = {**details, "second_call": second.verdict.to_dict()}
         raise _disagreement(second, "from the state the layer's first training call leaves (its second call, as in "
@@ -1053,7 +1169,8 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
                 ctx.note(why)
         judged = [name for slot, name in enumerate(names) if slot not in ref.fd.excluded]
         through = _note_surrogates(ctx, ref, judged, details) if ref.surrogate is not None else ""
-        message = f"{_count_names([n for n in judged if n not in ref.surrogate_only])}: {_agreement(verdict)}{through}"
+        message = (f"{_count_names([n for n in judged if n not in ref.surrogate_only])}: {_agreement(verdict)}"
+                   f"{_beside_text(ref)}{through}")
         if ref.fd.excluded:
             message += (f"; {', '.join(details['left_out'])} receive(s) no gradient at all (backward_runs reports it) "
                         "and were left out")
@@ -1070,7 +1187,8 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
     surrogates = _surrogates(ref)
     if surrogates:
         return _judge_without_surrogates(ctx, ref, surrogates, details)
-    raise _disagreement(ref, "float64 analytic gradients", details, eval_mode=_eval_mode_agrees(ctx))
+    raise _disagreement(ref, f"float64 analytic gradients{_beside_text(ref)}", details,
+                        eval_mode=_eval_mode_agrees(ctx, ref.beside))
 
 
 def _note_surrogates(ctx: Context, ref: Reference, judged: list[str], details: dict[str, Any]) -> str:
@@ -1177,10 +1295,10 @@ def _judge_float32_reference(ctx: Context, ref: Reference, details: dict[str, An
         details
 
 
-def _eval_mode_agrees(ctx: Context) -> bool:
+def _eval_mode_agrees(ctx: Context, beside: bool = False) -> bool:
     """Whether the gradients agree in eval mode (for a failure message; False when unknown)."""
     try:
-        return eval_reference(ctx).verdict.passed
+        return eval_reference(ctx, beside=beside).verdict.passed
     except (LayerRaised, CheckFailed, CheckSkipped):
         return False
 
@@ -1230,7 +1348,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     names = ref.fd.fn.names
     gaps = [_Gap.of(g, e) for g, e in zip(low, high)]
     differences = [gap.relative for gap in gaps]
-    floors = _floors(ctx, names, differences, tolerance, dtype)
+    floors = _floors(ctx, names, differences, tolerance, dtype, beside=ref.beside)
     excess = [gap.excess(tolerance, floor) for gap, floor in zip(gaps, floors)]
     worst = max(range(len(names)), key=lambda i: excess[i])
     details: dict[str, Any] = {"tolerance": tolerance, "relative_differences": dict(zip(names, differences)),
@@ -1288,13 +1406,15 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
 
 
 def _floors(ctx: Context, names: Sequence[str], differences: Sequence[float], tolerance: float,
-            dtype: torch.dtype) -> list[float]:
+            dtype: torch.dtype, *, beside: bool = False) -> list[float]:
     """Per tensor, the rounding floor of the norm of a difference between two computations of
-    its gradient (Note [rounding floor] in ``layercheck/calibration.py``); measured only when
-    some tensor exceeds the tolerance without it."""
+    its gradient (Note [rounding floor] in ``layercheck/calibration.py``), on the layer beside
+    the point where the gradients were compared there; measured only when some tensor exceeds
+    the tolerance without it."""
     if all(d <= tolerance for d in differences):
         return [0.0] * len(names)
-    return [gradient_norm_floor(ctx, name, dtype) for name in names]
+    at = Point("beside the kinks", lambda: _fresh(ctx, torch.float32, True)) if beside else None
+    return [gradient_norm_floor(ctx, name, dtype, at=at) for name in names]
 
 
 @dataclass(frozen=True)
@@ -1335,8 +1455,10 @@ def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[t
     the tolerance); float16 and bfloat16 round the inputs enough to move elements across
     kinks, so their float64 counterpart is taken at the rounded point."""
     if dtype is torch.float32:
-        return float32_gradients(ctx).grads, ref.run.grads if ref.layer_grads is None else ref.layer_grads
-    subject = ctx.fresh(dtype)
+        grads = (_analytic(ctx, _fresh(ctx, dtype, True)).check_ran().grads if ref.beside
+                 else float32_gradients(ctx).grads)
+        return grads, ref.run.grads if ref.layer_grads is None else ref.layer_grads
+    subject = _fresh(ctx, dtype, ref.beside)
     try:
         low = LayerFunction(subject, subject.inputs()).gradient(lambda outputs: cotangents(ctx, outputs))
     except LayerRaised as exc:

@@ -148,6 +148,10 @@ class TooNoisy(Exception):
     """The layer's rounding noise swamps finite differences at every usable step."""
 
 
+class OnKinks(TooNoisy):
+    """The point sits exactly on kinks (Note [kinks at the point]): no step judges there."""
+
+
 class Unstable(Exception):
     """The layer gives another output at the same point on another evaluation: something it
     reads was changed between calls. ``change``: the relative difference of the two."""

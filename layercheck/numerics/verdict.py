@@ -16,6 +16,7 @@ from layercheck.numerics.engine import (
     Comparison,
     DifferentiableFunction,
     FiniteDifferences,
+    OnKinks,
     Probe,
     Region,
     TooNoisy,
@@ -95,7 +96,7 @@ def judge(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.T
         noise = ratio(fd.noise_bound(step), spread)
         if spread > 0 and noise > NOISE_CEILING and slot is None and region is None:
             if fd.on_a_kink():
-                raise TooNoisy(
+                raise OnKinks(
                     "the point sits on kinks: the second differences the noise is measured from shrink in "
                     "proportion to the step (a change of slope exactly at the point, not rounding), as where a "
                     "zero-initialised scale (a residual branch's last BatchNorm weight at 0) keeps a ReLU's input "
