@@ -453,8 +453,9 @@ class Subject:
 
     def checkpoint(self) -> Checkpoint:
         """Everything a call can change in the layer, for :meth:`rewind`: the values of its
-        buffers, the tensors that held them, and the plain attributes of every submodule (a
-        cache length kept in an int, a list of past inputs)."""
+        buffers, the tensors that held them, the plain attributes of every submodule (a cache
+        length kept in an int, a list of past inputs), and the values of its parameters that
+        take no gradient (Note [frozen parameters as state])."""
         if self.module is None:
             return Checkpoint({}, {}, {})
         holders = self.buffers()
@@ -465,7 +466,8 @@ class Subject:
         attributes = {prefix: {key: _Kept.of(value, shared) for key, value in vars(mod).items()
                                if key not in _MODULE_INTERNALS}
                       for prefix, mod in self.module.named_modules()}
-        return Checkpoint(self.snapshot(), holders, attributes)
+        frozen = tuple((p, p.detach().clone()) for p in self.module.parameters() if not p.requires_grad)
+        return Checkpoint(self.snapshot(), holders, attributes, frozen)
 
     def changes(self, reference: Checkpoint) -> list[str]:
         """What differs between the layer now and ``reference`` (another layer's checkpoint, or
@@ -503,6 +505,10 @@ class Subject:
                     current.copy_(value)
             else:
                 mod._buffers[key] = None if value is None else value.clone()
+        for parameter, value in checkpoint.frozen:
+            if parameter.shape == value.shape and not torch.equal(parameter.detach(), value):
+                with torch.no_grad():
+                    parameter.copy_(value)
 
 
 _CASTS = {torch.float64: "double", torch.float32: "float", torch.float16: "half", torch.bfloat16: "bfloat16"}
@@ -543,6 +549,15 @@ def _moved(layer: nn.Module, where: torch.device, dtype: torch.dtype | None) -> 
     return layer
 
 
+# Note [frozen parameters as state]
+#     A layer may keep what its training forward updates in a parameter that takes no gradient
+#     rather than a buffer: MONAI's EMAQuantizer moves its codebook (embedding.weight, frozen)
+#     toward the batch in every training call. That is state as running statistics are: every
+#     evaluation of the gradient check restarts from the same values, or two evaluations at the
+#     same point differ and the layer was failed as "not a fixed function". Put back only where a
+#     call changed them (a read of each, not a write). The state checks still treat parameters
+#     as parameters (the train_step check reports a frozen one the forward writes).
+
 # Attributes every nn.Module has (its registries and hooks) and the mode flag, which each call sets.
 _MODULE_INTERNALS = frozenset(vars(nn.Module())) | {"training"}
 
@@ -554,6 +569,8 @@ class Checkpoint:
     buffers: dict[str, torch.Tensor | None]
     holders: dict[str, torch.Tensor | None]
     attributes: dict[str, dict[str, _Kept]]
+    # Note [frozen parameters as state]: each parameter that takes no gradient, and its value
+    frozen: tuple[tuple[torch.Tensor, torch.Tensor], ...] = ()
 
 
 @dataclass(frozen=True)
