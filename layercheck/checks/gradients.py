@@ -548,6 +548,8 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
 #     APPROXIMATE_DETACH relative (gradcheck's own rtol); a statistic detached by mistake (a
 #     normalisation's mean) moves the gradient by far more and stays a failure.
 APPROXIMATE_DETACH = 1e-3
+# The largest such disagreement for which the failure suggests a --tolerance that accepts it.
+ACCEPTABLE_DETACH = 0.05
 
 
 def _approximate_detaches(ctx: Context, fn: LayerFunction, first: Reference) -> Reference | None:
@@ -578,14 +580,20 @@ def _detach_hint(trace: Trace, error: float, variant: str) -> str:
     (an eps) keeps the output from cancelling it; another statistic detached is likely a mistake."""
     lead = ("With the smooth values the layer detaches held constant, the differences agree with its gradient: the "
             f"detaches are the whole disagreement, and they move the derivative by a relative {error:.2g}")
+    # a tolerance that accepts more than a few percent would accept any wrong gradient as well
+    accept = (f"accept it for this layer (--tolerance gradients.{variant}={_above(2 * error):g}) or leave the check "
+              "out (--skip gradients)" if error <= ACCEPTABLE_DETACH else
+              f"leave the check out for this layer (--skip gradients: a tolerance above {ACCEPTABLE_DETACH:g} would "
+              "accept a wrong gradient too)")
     if not trace.detached or len(trace.detached_extrema) < trace.detached:
-        return f"{lead} — a statistic (a mean, a norm) detached by mistake?"
+        return (f"{lead} — a statistic (a mean, a norm) detached by mistake? If it is meant (kornia's HardNet "
+                f"normalises each patch by its detached mean and standard deviation, on purpose), {accept}; "
+                "otherwise let the gradient through the statistic")
     names = ", ".join(dict.fromkeys(trace.detached_extrema))
     return (f"{lead}. What it detaches is a maximum ({names}) subtracted for stability, which the output would "
             "cancel but for something beside it (an eps added after exp(x - max): Performer's softmax kernel): the "
             "gradient leaves out the derivative through that maximum, on purpose, and here it is not small. If that "
-            f"approximation is meant, accept it for this layer (--tolerance gradients.{variant}={_above(2 * error):g}) "
-            "or leave the check out (--skip gradients); otherwise let the gradient through the maximum")
+            f"approximation is meant, {accept}; otherwise let the gradient through the maximum")
 
 
 def _above(error: float) -> float:
