@@ -6,8 +6,9 @@ Each layer is built (with ``torch.manual_seed`` per seed, so its initial weights
 and checked at small layouts with the default suite, once per seed. The layers are meant to be
 correct, so a failed check is a false alarm, or a property the layer genuinely lacks: those
 are listed in FINDINGS with a written reason (several are bugs upstream, with the issue that
-reports them) and printed beside the failures they explain. Anything else is unexplained, and
-the script exits 1. ``--larger`` checks every layer again at larger layouts (B 8x, S 4x, T 8x:
+reports them) and printed beside the failures they explain. False alarms layercheck is known to
+give still (KNOWN_FALSE_ALARMS, with what is known of them) are counted apart. Anything else is
+unexplained, and the script exits 1. ``--larger`` checks every layer again at larger layouts (B 8x, S 4x, T 8x:
 16,8,24,24:BCSS for an image, past the size where the logic checks run on a sample of the batch).
 Libraries that are not installed are named and left out; to install them
 beside a CPU torch without pulling another torch:
@@ -51,6 +52,8 @@ sys.path.insert(0, str(ROOT))
 from layercheck import check_layer  # noqa: E402
 
 IMAGE, SEQUENCE, VECTOR = "2,8,6,6:BCSS", "2,5,8:BTC", "4,7:BC"
+RGB = "2,3,8,8:BCSS values=0:1"  # an image in [0, 1]
+IMAGE8 = "2,8,8,8:BCSS"
 SPHERE = "2,3,8,16:BCSS"  # an equiangular grid of 8 latitudes and 16 longitudes
 
 
@@ -571,7 +574,49 @@ LAYERS = [
         ("ResidualSELayer", lambda m: m.ResidualSELayer(2, 8), IMAGE),
         ("CrossAttentionBlock", lambda m: m.CrossAttentionBlock(8, 2), SEQUENCE),
         ("UpSample", lambda m: m.UpSample(2, 8, 3, scale_factor=2, mode="deconv"), IMAGE),
-        ("SubpixelUpsample", lambda m: m.SubpixelUpsample(2, 8, 3, scale_factor=2), IMAGE))],
+        ("SubpixelUpsample", lambda m: m.SubpixelUpsample(2, 8, 3, scale_factor=2), IMAGE),
+        ("ADN", lambda m: m.ADN(ordering="NDA", in_channels=8, act="prelu", norm="batch", norm_dim=2, dropout=0.1),
+         IMAGE),
+        ("ConvDenseBlock", lambda m: m.ConvDenseBlock(2, 8, (4, 4)), IMAGE),
+        ("DownSample", lambda m: m.DownSample(2, 8, 8, scale_factor=2, mode="conv"), IMAGE),
+        ("FactorizedIncreaseBlock", lambda m: m.FactorizedIncreaseBlock(8, 8, spatial_dims=2), IMAGE),
+        ("FactorizedReduceBlock", lambda m: m.FactorizedReduceBlock(8, 8, spatial_dims=2), IMAGE),
+        ("GCN", lambda m: m.GCN(8, 4, 3), IMAGE),
+        ("Refine", lambda m: m.Refine(8), IMAGE),
+        ("GEGLU", lambda m: m.GEGLU(), SEQUENCE),
+        ("LocalNetFeatureExtractorBlock", lambda m: m.LocalNetFeatureExtractorBlock(2, 8, 8), IMAGE),
+        ("MaxAvgPool", lambda m: m.MaxAvgPool(2, 2), IMAGE),
+        ("MedNeXtBlock", lambda m: m.MedNeXtBlock(8, 8, dim="2d"), IMAGE),
+        ("MedNeXtDownBlock", lambda m: m.MedNeXtDownBlock(8, 16, dim="2d"), IMAGE),
+        ("MedNeXtUpBlock", lambda m: m.MedNeXtUpBlock(8, 4, dim="2d"), IMAGE),
+        ("PatchEmbed", lambda m: m.PatchEmbed(patch_size=2, in_chans=8, embed_dim=8, spatial_dims=2), IMAGE),
+        ("RegistrationResidualConvBlock", lambda m: m.RegistrationResidualConvBlock(2, 8, 8, num_layers=2), IMAGE),
+        ("ResBlock", lambda m: m.ResBlock(2, 8, norm=("group", {"num_groups": 4})), IMAGE),
+        ("SEResNetBottleneck", lambda m: m.SEResNetBottleneck(2, 8, 2, groups=1, reduction=2), IMAGE),
+        ("SEResNeXtBottleneck", lambda m: m.SEResNeXtBottleneck(2, 8, 2, groups=2, reduction=2, base_width=64),
+         IMAGE),
+        ("SpatialAttentionBlock", lambda m: m.SpatialAttentionBlock(2, 8, num_head_channels=4, norm_num_groups=4),
+         IMAGE),
+        ("SubpixelDownsample", lambda m: m.SubpixelDownsample(2, 8, 2), IMAGE),
+        ("UnetOutBlock", lambda m: m.UnetOutBlock(2, 8, 3), IMAGE),
+        ("UnetrBasicBlock", lambda m: m.UnetrBasicBlock(2, 8, 4, 3, 1, "instance", res_block=True), IMAGE),
+        ("DVF2DDF", lambda m: m.DVF2DDF(num_steps=3), "2,2,8,8:BCSS"))],
+    *[Layer(f"monai {name}", "monai.networks", make, layouts) for name, make, layouts in (
+        ("PatchEmbeddingBlock", lambda m: m.blocks.PatchEmbeddingBlock(8, 8, 4, 8, 2, proj_type="conv",
+                                                                       spatial_dims=2), (IMAGE8,)),
+        ("SPADE", lambda m: m.blocks.SPADE(3, 8, kernel_size=3, spatial_dims=2), (IMAGE8, "2,3,8,8:BCSS")),
+        ("UnetUpBlock", lambda m: m.blocks.UnetUpBlock(2, 8, 4, 3, 2, 2, norm_name="instance"),
+         (IMAGE8, "2,4,16,16:BCSS")),
+        ("UnetrUpBlock", lambda m: m.blocks.UnetrUpBlock(2, 8, 4, 3, 2, "instance"), (IMAGE8, "2,4,16,16:BCSS")),
+        ("Warp", lambda m: m.blocks.Warp(mode="bilinear", padding_mode="border"), (IMAGE8, "2,2,8,8:BCSS")),
+        ("GaussianFilter", lambda m: m.layers.GaussianFilter(2, 1.0), (IMAGE,)),
+        ("SavitzkyGolayFilter", lambda m: m.layers.SavitzkyGolayFilter(3, 1, axis=2), (IMAGE,)),
+        ("MedianFilter", lambda m: m.layers.MedianFilter(1, spatial_dims=2), (IMAGE,)),
+        ("LaplaceFilter", lambda m: m.layers.LaplaceFilter(2, 3), (IMAGE,)),
+        ("SharpenFilter", lambda m: m.layers.SharpenFilter(2, 3), (IMAGE,)),
+        ("ChannelPad", lambda m: m.layers.ChannelPad(2, 8, 10, mode="pad"), (IMAGE,)),
+        ("DropPath", lambda m: m.layers.DropPath(0.3), (IMAGE,)),
+        ("VectorQuantizer", lambda m: m.layers.VectorQuantizer(m.layers.EMAQuantizer(2, 16, 8)), (IMAGE,)))],
     *[Layer(f"transformers {name}", "transformers", make, (SEQUENCE,)) for name, make in (
         *[(activation, lambda m, a=activation: getattr(importlib.import_module("transformers.activations"), a)())
           for activation in ("GELUActivation", "NewGELUActivation", "FastGELUActivation", "QuickGELUActivation",
@@ -725,7 +770,57 @@ LAYERS = [
         ("FocalLoss", lambda m: m.losses.FocalLoss(alpha=0.5, gamma=2.0, reduction="mean"),
          ("4,5:BC", "4:B dtype=int64 values=0:5")),
         ("DiceLoss", lambda m: m.losses.DiceLoss(), ("2,3,6,6:BCSS", "2,6,6:BSS dtype=int64 values=0:3")),
-        ("SpatialSoftArgmax2d", lambda m: m.geometry.subpix.SpatialSoftArgmax2d(), ("2,3,8,8:BCSS",)))],
+        ("SpatialSoftArgmax2d", lambda m: m.geometry.subpix.SpatialSoftArgmax2d(), ("2,3,8,8:BCSS",)),
+        ("BoxBlur", lambda m: m.filters.BoxBlur((3, 3)), (RGB,)),
+        ("Laplacian", lambda m: m.filters.Laplacian(3), (RGB,)),
+        ("Sobel", lambda m: m.filters.Sobel(), (RGB,)),
+        ("SpatialGradient", lambda m: m.filters.SpatialGradient(), (RGB,)),
+        ("UnsharpMask", lambda m: m.filters.UnsharpMask((3, 3), (1.5, 1.5)), (RGB,)),
+        ("MotionBlur", lambda m: m.filters.MotionBlur(3, 35.0, 0.5), (RGB,)),
+        ("BlurPool2D", lambda m: m.filters.BlurPool2D(3), (RGB,)),
+        ("EdgeAwareBlurPool2D", lambda m: m.filters.EdgeAwareBlurPool2D(3), (RGB,)),
+        *[(name, lambda m, n=name: getattr(m.color, n)(), (RGB,)) for name in (
+            "RgbToGrayscale", "RgbToHls", "RgbToYcbcr", "RgbToYuv", "RgbToXyz", "RgbToLuv", "HlsToRgb", "HsvToRgb",
+            "YcbcrToRgb", "RgbToLinearRgb", "LinearRgbToRgb", "Sepia")],
+        ("AdjustBrightness", lambda m: m.enhance.AdjustBrightness(0.1), (RGB,)),
+        ("AdjustContrast", lambda m: m.enhance.AdjustContrast(0.5), (RGB,)),
+        ("AdjustSaturation", lambda m: m.enhance.AdjustSaturation(0.5), (RGB,)),
+        ("AdjustHue", lambda m: m.enhance.AdjustHue(0.2), (RGB,)),
+        ("AdjustGamma", lambda m: m.enhance.AdjustGamma(1.5), (RGB,)),
+        ("AdjustSigmoid", lambda m: m.enhance.AdjustSigmoid(), (RGB,)),
+        ("AdjustLog", lambda m: m.enhance.AdjustLog(), (RGB,)),
+        ("Invert", lambda m: m.enhance.Invert(), (RGB,)),
+        ("JPEGCodecDifferentiable", lambda m: m.enhance.JPEGCodecDifferentiable(),
+         ("2,3,16,16:BCSS values=0:1", "2:B values=30:90")),
+        ("Rotate", lambda m: m.geometry.transform.Rotate(torch.tensor([10.0])), (RGB,)),
+        ("Translate", lambda m: m.geometry.transform.Translate(torch.tensor([[1.0, 2.0]])), (RGB,)),
+        ("Shear", lambda m: m.geometry.transform.Shear(torch.tensor([[0.1, 0.2]])), (RGB,)),
+        ("Resize", lambda m: m.geometry.transform.Resize((6, 6)), (RGB,)),
+        ("Rescale", lambda m: m.geometry.transform.Rescale(0.5), (RGB,)),
+        ("PyrDown", lambda m: m.geometry.transform.PyrDown(), (RGB,)),
+        ("PyrUp", lambda m: m.geometry.transform.PyrUp(), (RGB,)),
+        ("ConvSoftArgmax2d", lambda m: m.geometry.subpix.ConvSoftArgmax2d(), (RGB,)),
+        ("BlobHessian", lambda m: m.feature.BlobHessian(), (RGB,)),
+        ("CornerHarris", lambda m: m.feature.CornerHarris(0.04), (RGB,)),
+        ("CornerGFTT", lambda m: m.feature.CornerGFTT(), (RGB,)),
+        ("BlobDoG", lambda m: m.feature.BlobDoG(), ("2,3,2,8,8:BCUSS",)),
+        *[(name, lambda m, n=name: getattr(m.feature, n)(pretrained=False), ("2,1,32,32:BCSS",))
+          for name in ("HardNet", "TFeat", "SOSNet", "HyNet")],
+        ("DenseSIFTDescriptor", lambda m: m.feature.DenseSIFTDescriptor(), ("2,1,16,16:BCSS",)),
+        ("SSIM3DLoss", lambda m: m.losses.SSIM3DLoss(3), ("2,1,4,8,8:BCSSS values=0:1",) * 2),
+        ("PSNRLoss", lambda m: m.losses.PSNRLoss(1.0), (RGB, RGB)),
+        ("TotalVariation", lambda m: m.losses.TotalVariation(), (RGB,)),
+        ("TverskyLoss", lambda m: m.losses.TverskyLoss(0.5, 0.5), ("2,3,6,6:BCSS", "2,6,6:BSS dtype=int64 values=0:3")),
+        ("LovaszHingeLoss", lambda m: m.losses.LovaszHingeLoss(),
+         ("2,1,6,6:BCSS", "2,6,6:BSS dtype=int64 values=0:2")),
+        ("LovaszSoftmaxLoss", lambda m: m.losses.LovaszSoftmaxLoss(),
+         ("2,3,6,6:BCSS", "2,6,6:BSS dtype=int64 values=0:3")),
+        *[(name, lambda m, n=name: getattr(m.losses, n)("mean"), (RGB, RGB))
+          for name in ("CharbonnierLoss", "WelschLoss", "CauchyLoss", "GemanMcclureLoss")],
+        ("BinaryFocalLossWithLogits", lambda m: m.losses.BinaryFocalLossWithLogits(alpha=0.25, gamma=2.0,
+                                                                                 reduction="mean"),
+         ("4,5:BC", "4,5:BC dtype=int64 values=0:2")),
+        ("ExtractTensorPatches", lambda m: m.contrib.ExtractTensorPatches(3), (RGB,)))],
     *[Layer(f"geotorch {name}", "geotorch", lambda m, name=name: _constrained(m, name), (VECTOR,))
       for name in ("orthogonal", "positive_definite", "sphere")],
     *[Layer(f"nflows {name}", "nflows.transforms", make, (VECTOR,)) for name, make in (
@@ -1118,6 +1213,23 @@ FINDINGS: dict[tuple[str, str], str] = {
     ("pytorch-tabnet Sparsemax", "input_unchanged"): (
         "a bug upstream: SparsemaxFunction.forward subtracts the row maxima from its input in place "
         "(input -= max_val), changing the caller's tensor"),
+    ("kornia HardNet", "gradients[float64]"): (
+        "by design: it normalises each patch by its mean and standard deviation detached (its comment: the "
+        "gradients through them are too noisy to learn from), so its gradient is the derivative with those held "
+        "constant, 1-8% off the full one; the message says the detached statistic is the whole disagreement and "
+        "how to accept it (--tolerance) or leave the check out"),
+    **{(f"monai {name}", "registered_tensors"): (
+        f"true: its {tensor} is a plain tensor attribute, so .to(), .double() and state_dict() never see it")
+       for name, tensor in (("LaplaceFilter", "filter"), ("SharpenFilter", "filter"), ("MedianFilter", "kernel"),
+                            ("SavitzkyGolayFilter", "coeffs"))},
+    **{(f"monai {name}", "noncontiguous"): (
+        "true: it reshapes its input with .view(), which raises on a channels-last tensor (.reshape() would not)")
+       for name in ("LaplaceFilter", "SharpenFilter")},
+    ("monai SavitzkyGolayFilter", "dtype[float64]"): (
+        "true: its coefficients stay a float32 plain attribute, so a float64 input comes out float32"),
+    ("monai VectorQuantizer", "dtype[float64]"): (
+        "true: EMAQuantizer casts its input to float32 (inputs.float()) before the distances to its codebook, which "
+        "a float64 layer keeps in float64: the matrix product raises"),
     ("kornia SpatialSoftArgmax2d", "registered_tensors"): (
         "its temperature is a plain 0-d tensor attribute: .double() and state_dict() never see it (as the zoo's "
         "registered_tensors_plain_scalar)"),
@@ -1196,6 +1308,19 @@ FINDINGS: dict[tuple[str, str], str] = {
 }
 
 
+# False alarms layercheck still gives, with what is known (fix pending): counted apart, never as passes.
+KNOWN_FALSE_ALARMS: dict[tuple[str, str], str] = {
+    ("kornia DenseSIFTDescriptor", "gradients[float64]"): (
+        "its RootSIFT step takes sqrt(p + 1e-10) of the L1-normalised histogram, and most bins are zero or nearly "
+        "so: the derivative there is about 1/(2 sqrt(1e-10)) = 5e4 within 1e-10 of the point, far below any step "
+        "finite differences can take (analytic directional derivatives of 1e5 against differences of 1e2). The "
+        "second differences shrink with the step only part of the way, so the step grows to 1e-3, where the "
+        "comparison means nothing. torch.autograd.gradcheck fails the same way on its parameters (fast mode); on "
+        "the input alone it passes. The right verdict is a skip (too steep at the point); with rootsift=False it "
+        "is one"),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3, help="initialisations and check seeds per layer (0..N-1)")
@@ -1211,7 +1336,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     missing: dict[str, str] = {}
     fixed: list[str] = []  # --larger: layers that predict only at their own sizes
-    counts = {"layers": 0, "runs": 0, "passed": 0, "explained": 0, "unexplained": 0}
+    counts = {"layers": 0, "runs": 0, "passed": 0, "explained": 0, "pending": 0, "unexplained": 0}
     for layer in LAYERS:
         if args.only and args.only not in layer.name:
             continue
@@ -1243,16 +1368,20 @@ def main(argv: list[str] | None = None) -> int:
             if not failed:
                 counts["passed"] += 1
                 continue
-            unexplained = [(check, message) for check, message in failed if (layer.name, check) not in FINDINGS]
-            counts["unexplained" if unexplained else "explained"] += 1
+            unexplained = [(check, message) for check, message in failed
+                           if (layer.name, check) not in FINDINGS and (layer.name, check) not in KNOWN_FALSE_ALARMS]
+            pending = [check for check, _ in failed if (layer.name, check) in KNOWN_FALSE_ALARMS]
+            counts["unexplained" if unexplained else "pending" if pending else "explained"] += 1
             for check, message in failed:
-                known = FINDINGS.get((layer.name, check))
-                why = f"explained: {known}" if known else f"UNEXPLAINED: {message[:300]}"
+                known, alarm = FINDINGS.get((layer.name, check)), KNOWN_FALSE_ALARMS.get((layer.name, check))
+                why = (f"explained: {known}" if known else f"FALSE ALARM (fix pending): {alarm}" if alarm
+                       else f"UNEXPLAINED: {message[:300]}")
                 print(f"{layer.name} (seed {seed}) {check}: {why}")
     print()
     print(f"torch {torch.__version__}; {counts['layers']} layers x {args.seeds} seeds = {counts['runs']} runs: "
           f"{counts['passed']} pass every default check, {counts['explained']} fail with a written reason, "
-          f"{counts['unexplained']} unexplained ({time.perf_counter() - start:.0f} s)")
+          f"{counts['pending']} known false alarms (fix pending), {counts['unexplained']} unexplained "
+          f"({time.perf_counter() - start:.0f} s)")
     for library, why in missing.items():
         print(f"left out: {library} ({why.splitlines()[0][:120]})")
     if fixed:
