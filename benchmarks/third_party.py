@@ -6,10 +6,11 @@ Each layer is built (with ``torch.manual_seed`` per seed, so its initial weights
 and checked at small layouts with the default suite, once per seed. The layers are meant to be
 correct, so a failed check is a false alarm, or a property the layer genuinely lacks: those
 are listed in FINDINGS with a written reason (several are bugs upstream, with the issue that
-reports them) and printed beside the failures they explain. False alarms layercheck is known to
-give still (KNOWN_FALSE_ALARMS, with what is known of them) are counted apart. Anything else is
-unexplained, and the script exits 1. ``--larger`` checks every layer again at larger layouts (B 8x, S 4x, T 8x:
-16,8,24,24:BCSS for an image, past the size where the logic checks run on a sample of the batch).
+reports them) and printed beside the failures they explain. False alarms layercheck is known
+to give still (KNOWN_FALSE_ALARMS, with what is known of them) are counted apart. Anything else
+is unexplained, and the script exits 1. ``--larger`` checks every layer again at larger layouts
+(B 8x, S 4x, T 8x: 16,8,24,24:BCSS for an image, past the size where the logic checks run on a
+sample of the batch).
 Libraries that are not installed are named and left out; to install them
 beside a CPU torch without pulling another torch:
 
@@ -1309,16 +1310,9 @@ FINDINGS: dict[tuple[str, str], str] = {
 
 
 # False alarms layercheck still gives, with what is known (fix pending): counted apart, never as passes.
-KNOWN_FALSE_ALARMS: dict[tuple[str, str], str] = {
-    ("kornia DenseSIFTDescriptor", "gradients[float64]"): (
-        "its RootSIFT step takes sqrt(p + 1e-10) of the L1-normalised histogram, and most bins are zero or nearly "
-        "so: the derivative there is about 1/(2 sqrt(1e-10)) = 5e4 within 1e-10 of the point, far below any step "
-        "finite differences can take (analytic directional derivatives of 1e5 against differences of 1e2). The "
-        "second differences shrink with the step only part of the way, so the step grows to 1e-3, where the "
-        "comparison means nothing. torch.autograd.gradcheck fails the same way on its parameters (fast mode); on "
-        "the input alone it passes. The right verdict is a skip (too steep at the point); with rootsift=False it "
-        "is one"),
-}
+# (kornia's DenseSIFTDescriptor was one until its steepness stopped growing the step: Note [steep at
+# the base step].)
+KNOWN_FALSE_ALARMS: dict[tuple[str, str], str] = {}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,6 +147,29 @@ def test_a_layer_too_steep_for_any_usable_step_is_not_judged() -> None:
             judge(fd, candidate, 1e-6)
 
 
+class SingularScale(nn.Module):
+    """x·(|w| + 1e-10)^0.75 + x with w at zero (as kornia's DenseSIFT takes sqrt(p + 1e-10) of
+    its empty bins): within 1e-10 of the point a huge derivative, beyond it |w|^0.75, whose
+    second differences fall 5.6x a decade: neither rounding nor kinks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * (self.w.abs() + 1e-10) ** 0.75 + x
+
+
+def test_second_differences_that_fall_with_the_spacing_are_the_layers_own_not_rounding() -> None:
+    # Taken for rounding, they grew the step to 1e-3, where kornia's DenseSIFTDescriptor then
+    # failed (analytic 1e5 vs numeric 1e2); kept at the base step it is too steep to judge.
+    fd, grads = reference(SingularScale, "16,64:BC")
+    assert not fd.on_a_kink() and fd.steep()
+    assert fd.step_for(fd.spread(Probe(0, BASE_STEP), grads), 1e-6) == BASE_STEP
+    with pytest.raises(TooNoisy):
+        judge(fd, grads, 1e-6)
+
+
 def test_noise_that_does_not_fall_with_the_spacing_is_not_taken_for_steepness() -> None:
     layer = load_zoo("good_grad_float32_inside").LAYER
     fd, _ = reference(layer, "4,16:BC")

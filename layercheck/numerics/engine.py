@@ -62,13 +62,17 @@ Note [steep at the base step]
 
     Such curvature also swamps the second differences the rounding noise is measured from (Note
     [precision]), which would grow the step: the wrong way. Rounding noise is the same at any
-    spacing, while curvature's share falls as the spacing's square or faster; so when the
-    estimate at a hundredth of the base step is below a hundredth of the base step's (and well
-    above float64 rounding of the sums), the layer is steep, not noisy (``steep``): it keeps the
-    base step, and its rounding noise is the smaller estimate (GhostNet: 1.5e-4 at 1e-8, 1.2e-11
-    at 1e-10). A layer that rounds to float32 inside, unseen by the trace, also looks less noisy
-    at a smaller spacing, where fewer roundings flip, but its estimate falls as the square root
-    of the spacing, or to nothing once none flips: it still grows the step.
+    spacing, while curvature's share falls as the spacing's square or faster, and a singularity
+    within the smallest step by a power between (kornia's DenseSIFTDescriptor takes
+    sqrt(p + 1e-10) of its empty histogram bins: 30-50x over two decades; the step grew to 1e-3
+    and the layer failed there, analytic 1e5 against differences of 1e2). So when the estimate
+    at a hundredth of the base step is below 1/STEEP_FALL of the base step's (and well above
+    float64 rounding of the sums), and the point does not sit on kinks (Note [kinks at the
+    point], 100x exactly), the layer is steep, not noisy (``steep``): it keeps the base step,
+    and its rounding noise is the smaller estimate (GhostNet: 1.5e-4 at 1e-8, 1.2e-11 at 1e-10).
+    A layer that rounds to float32 inside, unseen by the trace, also looks less noisy at a
+    smaller spacing, where fewer roundings flip, but its estimate falls as the square root of
+    the spacing (10x), or to nothing once none flips: it still grows the step.
 
     A direction that fails at the base step is extrapolated from h and 2h (Richardson, as past
     the base step), then from h/10 and h/100, four evaluations each, for as long as the
@@ -123,6 +127,9 @@ _RICHARDSON_NOISE = 1.35
 # Note [steep at the base step]: the smaller steps a failing direction is extrapolated at, as
 # divisors of the base step, for as long as their rounding noise stays within the tolerance
 SMALLER_STEPS = (10, 100)
+# How much faster than a lower precision's rounding (10x over two decades) the second
+# differences must fall from the base step to its hundredth to be the layer's own (steep).
+STEEP_FALL = 20
 CHUNKS = 16  # partial sums per output: samples for the noise estimate
 FEW_CHUNKS = 8  # an output of fewer elements gives the noise estimate fewer samples than this
 NOISE_SIGMAS = 6.0
@@ -548,28 +555,30 @@ class FiniteDifferences(Generic[F_co]):
         if spread <= 0 or _sigmas(self.noise(), BASE_STEP) <= share:
             return BASE_STEP
         wanted = BASE_STEP * _sigmas(self.noise(refined=True), BASE_STEP) / share
-        if wanted <= BASE_STEP or self.steep():
+        if wanted <= BASE_STEP or (not self.on_a_kink() and self.steep()):  # kinks: judged elsewhere
             return BASE_STEP
         return min(wanted, MAX_STEP)
 
     def steep(self) -> bool:
-        """Whether the second differences at the base step measure the layer's curvature, not
-        its rounding (Note [steep at the base step]). Rounding noise is the same at any spacing;
-        a layer that rounds to a lower precision inside flips fewer roundings at a smaller
-        spacing, so its estimate falls as the square root of the spacing, or to nothing once no
-        rounding flips; curvature's share falls as the spacing's square or faster. So an
-        estimate at a hundredth of the base step below a hundredth of the base step's, and still
-        well above float64 rounding of the sums, is curvature: the smallest such estimate then
-        stands for the rounding. Asked only of outputs with enough chunks for a median (the
-        square of a single chunk's residual is below a hundredth of its variance one time in
-        twelve)."""
+        """Whether the second differences at the base step measure the layer itself, not its
+        rounding (Note [steep at the base step]). Rounding noise is the same at any spacing; a
+        layer that rounds to a lower precision inside flips fewer roundings at a smaller
+        spacing, so its estimate falls as the square root of the spacing (10x over two
+        decades), or to nothing once no rounding flips; curvature's share falls as the
+        spacing's square or faster, a singularity within the smallest step by some power
+        between (kornia's DenseSIFT takes sqrt(p + 1e-10) of its empty bins: 30-50x). So an
+        estimate at a hundredth of the base step below 1/STEEP_FALL of the base step's, and
+        still well above float64 rounding of the sums, is the layer's: the smallest such
+        estimate then stands for the rounding. (Kinks at the point fall 100x too; step_for asks
+        on_a_kink first.) Asked only of outputs with enough chunks for a median (the square of a
+        single chunk's residual is below a hundredth of its variance one time in twelve)."""
         if self._rounding is None:
             if sum(_chunks_used(w.numel()) for w in self.cotangents) < FEW_CHUNKS:
                 return False
             at_base = min(self.noise(), self.noise(refined=True))
             spacing = BASE_STEP / SMALLER_STEPS[-1]
             smaller = min(self.noise(spacing), self.noise(spacing, refined=True))
-            if not 10 * self.rounding_floor() < smaller < at_base / SMALLER_STEPS[-1]:
+            if not 10 * self.rounding_floor() < smaller < at_base / STEEP_FALL:
                 return False
             self._rounding = smaller
         return True
