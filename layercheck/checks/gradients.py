@@ -1137,9 +1137,9 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
     constant = held_constant(ctx, ref)
     if constant is not None:
         ctx.note(constant)
-        return (f"{_count_names(names)}: in eval mode, {_agreement(eval_reference(ctx, beside=ref.beside).verdict)}; "
-                "in training mode "
-                "the layer holds a no_grad computation constant by design (see the note)", details)
+        in_eval = _agreement(eval_reference(ctx, beside=ref.beside).verdict)
+        return (f"{_count_names(names)}: in eval mode, {in_eval}; in training mode the layer holds a no_grad "
+                "computation constant by design (see the note)", details)
     drawn = second_draw_reference(ctx, beside=ref.beside) if verdict.passed else None
     if drawn is not None and not drawn.verdict.passed:
         details = {**details, "second_draw": drawn.verdict.to_dict()}

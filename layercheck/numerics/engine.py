@@ -587,8 +587,9 @@ class FiniteDifferences(Generic[F_co]):
         """Whether the point sits on kinks (Note [kinks at the point]): the second differences
         along the first direction shrink in proportion to the spacing, from the base step to a
         tenth and a hundredth of it (within 30%), as |h| times a change of slope does; rounding
-        stays the same and curvature shrinks as the square. Four evaluations; asked only before
-        the check gives up on a layer as too noisy."""
+        stays the same and curvature shrinks as the square. Four evaluations; asked only where
+        the step would grow for the noise (step_for: kinks are not steepness) and before the
+        check gives up on a layer as too noisy."""
         estimates = [self.noise(BASE_STEP / shrink) for shrink in (1, 10, 100)]
         if estimates[-1] <= 10 * self.rounding_floor():
             return False
