@@ -803,14 +803,15 @@ def test_a_point_on_kinks_is_judged_beside_it() -> None:
     # Note [beside the kinks]: a whole timm ResNet-18 at initialisation was skipped ("too noisy",
     # then "the point sits on kinks"); its gradients are now compared with the parameters moved
     # off the point, float64 and float32 alike, and the result says so.
-    found = results(run(ZeroInitResidual, "4,8:BC", only=("gradients",)))
+    report = run(ZeroInitResidual, "4,8:BC", only=("gradients",))
+    found = results(report)
     for variant in ("float64", "float32"):
         status, message, details = found[f"gradients[{variant}]"]
         assert status == "passed", message
     status, message, details = found["gradients[float64]"]
     assert "at a point beside the layer's (its parameters moved by 0.001 of their size" in message
     assert details["beside"] == 1e-3
-    (result,) = [r for r in run(ZeroInitResidual, "4,8:BC", only=("gradients",)).results if r.variant == "float64"]
+    (result,) = [r for r in report.results if r.check == "gradients" and r.variant == "float64"]
     assert any(note.startswith("the point sits on kinks") for note in result.notes)
 
 

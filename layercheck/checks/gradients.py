@@ -406,8 +406,9 @@ def _reference_beside(ctx: Context, subject: Subject) -> Reference | None:
     try:
         analytic = _analytic(ctx, subject, traced=True)
         fn, run = analytic.fn, analytic.check_ran()
-        if not run.outputs or not all(all_finite(t) for t in [*run.outputs, *run.grads] if t is not None):
+        if not run.outputs:
             return None
+        _skip_unless_finite(ctx, run, "float64")  # its skip or failure leaves the skip at the point
         ref = _judged(ctx, fn, run, traced=analytic.trace)
     except (LayerRaised, CheckFailed, CheckSkipped):
         return None
@@ -438,8 +439,10 @@ def _fresh(ctx: Context, dtype: torch.dtype, beside: bool, *, sample: bool = Fal
 
 
 def _nudged_parameters(ctx: Context) -> dict[str, torch.Tensor]:
-    """The float32 layer's floating parameters moved by KINK_NUDGE of their size (seeded)."""
-    module = ctx.fresh(torch.float32).module
+    """The float32 layer's floating parameters moved by KINK_NUDGE of their size (seeded): read
+    from the pristine layer every subject is loaded from, rounded to float32 as a float32
+    subject's are."""
+    module = ctx.target.pristine()
     if module is None:
         return {}
     generator = torch.Generator().manual_seed(ctx.seed + _NUDGE_SEED)
@@ -447,12 +450,12 @@ def _nudged_parameters(ctx: Context) -> dict[str, torch.Tensor]:
     for name, p in module.named_parameters():
         if not p.is_floating_point() or p.numel() == 0:
             continue
-        value = p.detach().cpu().to(torch.float64)
+        value = p.detach().cpu().float().double()
         if not bool(value.isfinite().all()):
             continue
         scale = float(value.square().mean().sqrt()) or 1.0
         noise = torch.randn(value.shape, generator=generator, dtype=torch.float64)
-        moved[name] = (value + KINK_NUDGE * scale * noise).to(p.dtype)
+        moved[name] = (value + KINK_NUDGE * scale * noise).float()
     return moved
 
 

@@ -82,9 +82,9 @@ Note [steep at the base step]
     with each other (ten times closer than to the analytic value: settled) no smaller step is
     tried, so a wrong gradient costs the two evaluations of the first extrapolation only. A steep
     layer tries every step, and its failure must be settled. Differences still moving when the
-    noise stops the steps (a
-    whole EfficientNet-B0 at 32×32, batch of two: its central differences settle only near 1e-12)
-    judge nothing, and the check says so (TooNoisy: a skip) rather than blame the gradient.
+    noise stops the steps (a whole EfficientNet-B0 at 32×32, batch of two: its central
+    differences settle only near 1e-12) judge nothing, and the check says so (TooNoisy: a skip)
+    rather than blame the gradient.
 
 Note [kinks at the point]
     A point that sits exactly on kinks (ReLUs whose input is exactly 0 there: a residual
@@ -92,8 +92,10 @@ Note [kinks at the point]
     ReLU sees the previous one's exact zeros) makes the second differences |h| times the change
     of slope: the noise estimate, taken for rounding, grows the step until it gives up (a whole
     timm ResNet-18: 8.29e-9 at 1e-8, 8.29e-10 at 1e-9, 8.29e-11 at 1e-10). No difference can
-    judge there (neither one-sided slope is the subgradient torch picks for every element), but
-    the skip says it is kinks, and where they come from, instead of rounding noise.
+    judge there (neither one-sided slope is the subgradient torch picks for every element): the
+    verdict raises OnKinks, and the gradient check judges the layer beside the point instead
+    (Note [beside the kinks] in checks/gradients.py), or skips saying it is kinks, and where they
+    come from, instead of rounding noise.
 
 Note [domains]
     An input declared on a domain (``values: positive``, ``uniform`` in [low, high)) must never be
