@@ -10,12 +10,13 @@ that call gave it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 from layercheck.sdk import CheckError, CheckFailed, CheckSkipped, Context, check, failing
 
@@ -26,11 +27,13 @@ _BUILTIN_NAMESPACES = {"aten", "prim", "prims", "_c10d_functional", "c10d", "pro
 
 @dataclass(frozen=True)
 class Call:
-    """One custom operator as the layer calls it, with the arguments of its first call."""
+    """One custom operator as the layer calls it, with the arguments of its first call.
+    ``recorded``: whether autograd records some call of it (Note [calls autograd records])."""
 
     op: Any
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    recorded: bool = True
 
     @property
     def name(self) -> str:
@@ -53,6 +56,45 @@ class _Calls(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+# Note [calls autograd records]
+# An operator needs a backward of its own only where autograd records its call: grad mode on and
+# an argument that requires grad. Called inside an autograd.Function's forward (grad mode off:
+# the Function gives the gradient, as bitsandbytes' int8 matmul does with its quantisation
+# operators), under no_grad, or on tensors that need no gradient (a buffer, a detached
+# statistic), it needs none, and opcheck's test_autograd_registration, handed arguments that
+# require grad, would fail a correct layer. Below autograd every call looks alike (an operator's
+# own registered backward runs its kernel with grad mode off too), so the calls are watched above
+# it, as the layer makes them, by a TorchFunctionMode beside the dispatch mode that records
+# them. An operator this mode never sees (called from C++) counts as recorded: it is tested.
+
+
+class _Recorded(TorchFunctionMode):
+    """Names the custom operators that some call makes where autograd records it, and those called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+        self.recorded: set[str] = set()
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = _custom_name(func)
+        if name is not None:
+            self.seen.add(name)
+            if torch.is_grad_enabled() and any(isinstance(leaf, torch.Tensor) and leaf.requires_grad
+                                               for leaf in tree_flatten((args, kwargs))[0]):
+                self.recorded.add(name)
+        return func(*args, **kwargs)
+
+
+def _custom_name(func: Any) -> str | None:
+    """``ns::name`` of a custom operator (an OpOverload or its packet), None for anything else."""
+    if not isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return None
+    name = getattr(func, "_qualified_op_name", None) or str(func._schema.name)
+    return None if name.split("::")[0] in _BUILTIN_NAMESPACES else name
+
+
 def _copy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         copy = value.detach().clone()
@@ -71,10 +113,11 @@ def calls(ctx: Context) -> list[Call]:
             op = ctx.target.cls
             overload = getattr(op, "_opoverload", None) or getattr(op, "default", None) or op
             return [Call(overload, tuple(positional), dict(keywords))]
-        recorder = _Calls()
-        with failing("while looking for the custom operators it calls"), recorder:
+        recorder, above = _Calls(), _Recorded()
+        with failing("while looking for the custom operators it calls"), above, recorder:
             subject.forward(inputs)
-        return list(recorder.found.values())
+        return [replace(call, recorded=call.name in above.recorded or call.name not in above.seen)
+                for call in recorder.found.values()]
 
     return ctx.shared("layercheck.operators.calls", find)
 
@@ -98,9 +141,18 @@ def _opcheck(ctx: Context, test: str) -> str:
     opcheck = getattr(torch.library, "opcheck", None)
     if opcheck is None:
         raise CheckSkipped(f"torch {torch.__version__} has no torch.library.opcheck")
+    unrecorded = [call.name for call in found if not call.recorded]
+    if test == "test_autograd_registration":
+        found = [call for call in found if call.recorded]
+        if not found:
+            raise CheckSkipped(f"{', '.join(unrecorded)}: called only where autograd does not record the call (inside "
+                               "an autograd.Function's forward, under no_grad, or on tensors that need no gradient), "
+                               "so no backward of its own is needed")
     for call in found:
+        # an operator called only where autograd does not record it is tested as it is called
+        args, kwargs = (call.args, call.kwargs) if call.recorded else tree_map(_detached, (call.args, call.kwargs))
         try:
-            outcome = opcheck(call.op, call.args, call.kwargs, test_utils=[test], raise_exception=False)[test]
+            outcome = opcheck(call.op, args, kwargs, test_utils=[test], raise_exception=False)[test]
         except Exception as exc:  # opcheck itself broke on these arguments
             raise CheckError(f"torch.library.opcheck({call.name}, {test}) could not run: {type(exc).__name__}: "
                              f"{exc}") from exc
@@ -110,7 +162,14 @@ def _opcheck(ctx: Context, test: str) -> str:
             raise CheckFailed(f"{call.name}: {_WHY[test]} (opcheck {test}: {first})", operator=call.name,
                               opcheck=test, error=text[-4000:])
     names = ", ".join(call.name for call in found)
+    if test == "test_autograd_registration" and unrecorded:
+        return (f"{names}: opcheck's {test} passes; not tested: {', '.join(unrecorded)}, called only where autograd "
+                "does not record the call")
     return f"{names}: opcheck's {test} passes"
+
+
+def _detached(value: Any) -> Any:
+    return value.detach() if isinstance(value, torch.Tensor) else value
 
 
 @check(
@@ -161,6 +220,9 @@ def op_autograd_registration(ctx: Context) -> str:
 
     Without one, autograd either raises at backward or silently treats the operator as a
     constant. ``gradients`` judges the registered backward's values against finite differences.
+    An operator called only where autograd does not record the call (inside an
+    ``autograd.Function``'s forward, under ``no_grad``) needs none and is not tested (Note [calls
+    autograd records]).
     """
     return _opcheck(ctx, "test_autograd_registration")
 
