@@ -112,6 +112,20 @@ def test_a_dropped_output_gradient_names_the_output() -> None:
     assert "through output 1" in message
 
 
+def test_a_gradient_the_precision_tracer_takes_away_is_still_judged() -> None:
+    """An operator with a Python kernel and no backward gives its input no gradient under a
+    dispatch mode, a gradient without one: the float64 run judged is the one without it, on
+    the first draw (Note [a recorder that takes a gradient away])."""
+    found = results(run_zoo("gradients_op_kernel_detach", only=("gradients",)))
+    status, message, details = found["gradients[float64]"]
+    assert status == "failed" and message.startswith("wrong gradient of input 0: analytic = 0.3333 × numeric")
+    assert "second draw" not in message and "left_out" not in details
+    assert found["gradients[float32]"][0] == "skipped"  # one cause, reported by float64
+    status, message, details = results(run_zoo("op_autograd_registration_missing", only=("gradients",)))[
+        "gradients[float64]"]
+    assert status == "passed" and message.startswith("input 0 and parameter 'w':") and "left_out" not in details
+
+
 def test_tolerance_override_from_the_command_line_and_the_spec(tmp_path: Path) -> None:
     layer = str(ROOT / "tests/zoo/gradients_scaled.py") + ":HalfTanh"
     strict = runner.invoke(app, ["run", layer, "--layout", "4,6,5:BCU", "--check", "gradients", "-q"])

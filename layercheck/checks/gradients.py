@@ -232,9 +232,35 @@ def _analytic(ctx: Context, subject: Subject, inputs: list[torch.Tensor] | None 
         try:
             result = fn.gradient(lambda outputs: cotangents(ctx, outputs, copy=False), watch=watch,
                                  around=tracing.forward)
-            return Analytic(fn, result, None, recorder, tracing.result())
+            if all(g is not None for g in result.grads):
+                return Analytic(fn, result, None, recorder, tracing.result())
+            fn.reset()
+            plain = _untraced(ctx, fn)
+            if plain.result is None or all(g is not None or h is None
+                                           for g, h in zip(result.grads, plain.result.grads)):
+                fn.reset()
+                return Analytic(fn, result, None, recorder, tracing.result())
+            return plain  # Note [a recorder that takes a gradient away]
         except LayerRaised:
             fn.reset()
+    return _untraced(ctx, fn, traced=traced)
+
+
+# Note [a recorder that takes a gradient away]
+#     The float64 run is recorded under a dispatch mode (the precision tracer), and a dispatch
+#     mode can change what autograd records: a custom operator with a Python CPU kernel and no
+#     backward (torch.library.impl alone) gets torch's not-implemented fallback node under the
+#     mode, which gives its inputs no gradient, while without the mode autograd records the
+#     kernel's own operations (and warns). The gradient check then saw "no gradient at all"
+#     where backward_runs saw one, left the tensor out and said backward_runs reported it: the
+#     tensor was never judged. So a traced run that gives some tensor no gradient is run again
+#     without the recorder, and where that run gives one, it is the run judged (its precision
+#     traced apart, as an untraced run's is).
+
+
+def _untraced(ctx: Context, fn: LayerFunction, *, traced: bool = False) -> Analytic:
+    """One forward and backward of ``fn`` as training runs it; ``traced``: its precision traced
+    by a forward of its own."""
     recorder = BackwardRecorder()
     try:
         result = fn.gradient(lambda outputs: cotangents(ctx, outputs, copy=False), watch=recorder)
