@@ -655,11 +655,32 @@ def _storage(t: torch.Tensor) -> int:
 # -- helpers shared by checks -----------------------------------------------------------------
 
 
+def initialize_hook(layer: Any) -> Callable[..., Any] | None:
+    """The layer's (or its class's) ``initialize(*layouts)`` hook: an ``initialize`` that takes
+    a layout, as a positional parameter without a default or as ``*layouts``. One that takes
+    none (segmentation_models_pytorch's models have an ``initialize()`` that initialises their
+    decoder and head, and call it themselves) or only options with defaults is the layer's own
+    method, which layercheck leaves alone."""
+    hook = getattr(layer, "initialize", None)
+    if not callable(hook):
+        return None
+    try:
+        params = list(inspect.signature(hook).parameters.values())
+    except (TypeError, ValueError):
+        return hook
+    if isinstance(layer, type) and params and not isinstance(inspect.getattr_static(layer, "initialize"),
+                                                             (staticmethod, classmethod)):
+        params = params[1:]  # the class's function: self first
+    takes = any(p.kind is p.VAR_POSITIONAL or (p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                                               and p.default is p.empty) for p in params)
+    return hook if takes else None
+
+
 def initialize(layer: nn.Module, target: Target, seed: int) -> None:
     """Run the layer's ``initialize(*layouts)`` hook (one layout per positional input), or a
     lazy module's first call on the generated float32 inputs."""
-    hook = getattr(layer, "initialize", None)
-    if callable(hook):
+    hook = initialize_hook(layer)
+    if hook is not None:
         with seeded(seed):
             try:
                 hook(*target.positional)

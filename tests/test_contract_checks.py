@@ -551,3 +551,14 @@ def test_only_a_first_call_that_sets_parameters_once_is_taken_for_a_data_depende
     assert bool(target.pristine().initialised)
     r = result(run_target(target, select(only=["initialize"])), "initialize")
     assert r.status is Status.PASSED and "data-dependent initialisation" in r.message
+
+
+@pytest.mark.parametrize("name", ["Head", "OptionsOnly"])
+def test_an_initialize_that_takes_no_layout_is_the_layers_own_method(name: str) -> None:
+    """segmentation_models_pytorch's models have an initialize() of their own: not the hook."""
+    layer = getattr(load_zoo("good_own_initialize"), name)
+    report = run(layer, "2,4,6,6:BCSS", checks=("signatures", "initialize", "forward_runs"))
+    assert result(report, "signatures").status is Status.PASSED
+    assert result(report, "forward_runs").status is Status.PASSED
+    r = result(report, "initialize")
+    assert r.status is Status.SKIPPED and r.message.startswith(f"{name}.initialize takes no layout")

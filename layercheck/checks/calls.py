@@ -30,6 +30,7 @@ from layercheck.subject import (
     custom_backward_nodes,
     has_uninitialized_parameters,
     initialize,
+    initialize_hook,
     leaves_in,
     signature_accepts,
 )
@@ -80,7 +81,7 @@ def signatures(ctx: Context) -> str:
                                           keywords=keywords) or "")
         checked = ["forward"]
         for hook, count, named in (("predict", n, keywords), ("initialize", n, []), ("reset_state", 0, [])):
-            fn = getattr(layer, hook, None)
+            fn = initialize_hook(layer) if hook == "initialize" else getattr(layer, hook, None)
             if callable(fn):
                 problems.append(signature_accepts(fn, count, skip_first=isinstance(layer, type), keywords=named) or "")
                 checked.append(hook)
@@ -112,7 +113,7 @@ def initialize_keeps_values(ctx: Context) -> tuple[str, dict[str, Any]]:
     ``if self.weight is None`` (or similar).
     """
     layer = ctx.target.at_home(ctx.target.construct())
-    hook = getattr(layer, "initialize", None)
+    hook = initialize_hook(layer)
     lazy = has_uninitialized_parameters(layer)
     if not callable(hook) and not lazy:
         ctx.target.pristine()
@@ -120,6 +121,9 @@ def initialize_keeps_values(ctx: Context) -> tuple[str, dict[str, Any]]:
             return ("no initialize hook: the first training call sets the parameters from the data (a data-dependent "
                     "initialisation, as Glow's ActNorm) and the second leaves them, so every check starts from the "
                     "layer after one training call on the generated inputs, as after a user's first batch", {})
+        if callable(getattr(layer, "initialize", None)):
+            raise CheckSkipped(f"{type(layer).__name__}.initialize takes no layout: it is the layer's own method, not "
+                               "the initialize(*layouts) hook, and layercheck does not call it")
         raise CheckSkipped("the layer defines no initialize hook and is not lazy")
     before = _values(layer)
     initialize(layer, ctx.target, ctx.seed)

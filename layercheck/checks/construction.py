@@ -36,6 +36,7 @@ from layercheck.sdk import (
     seeded,
     user_trace,
 )
+from layercheck.subject import initialize_hook
 
 _NO_CONSTRUCTOR = modules_only("operations (autograd.Function) have no constructor")
 
@@ -136,7 +137,7 @@ def _constructor_failure(ctx: Context, key: str, value: Any, exc: Exception) -> 
 def _initialize_with(ctx: Context, layer: nn.Module, key: str, value: Any, given: set[int]) -> None:
     """Run ``initialize(*layouts)`` (or a lazy module's first call, on inputs of the keyword's
     device or dtype) and require it to honour the keyword as well."""
-    hook = getattr(layer, "initialize", None)
+    hook = initialize_hook(layer)
     lazy = _has_lazy(layer)
     if not callable(hook) and not lazy:
         return
