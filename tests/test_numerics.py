@@ -147,6 +147,18 @@ def test_a_layer_too_steep_for_any_usable_step_is_not_judged() -> None:
             judge(fd, candidate, 1e-6)
 
 
+def test_differences_that_move_between_a_grown_step_and_twice_it_judge_nothing() -> None:
+    # Note [a grown step that has not settled]: past the base step (here 2e-8 on sin(3e6·x), its
+    # rounding taken as nil) the extrapolation's truncation is 1.5e-4 of the derivative: the
+    # right gradient failed; it moves fifteen times that between the step and twice it
+    fd, grads = reference(Steep, "4,6:BC")
+    fd.noise_bound = lambda step: 0.0  # type: ignore[method-assign]
+    with pytest.raises(TooNoisy, match=r"at the step its rounding noise needs \(2e-08\) and at twice it"):
+        judge(fd, grads, 1e-6, step=2e-8)
+    verdict = judge(fd, [g * 1.01 for g in grads], 1e-6, step=2e-8)  # a 1% error is as wrong at both
+    assert not verdict.passed and any(not c.unresolved and not c.agrees for c in verdict.comparisons)
+
+
 class SingularScale(nn.Module):
     """x·(|w| + 1e-10)^0.75 + x with w at zero (as kornia's DenseSIFT takes sqrt(p + 1e-10) of
     its empty bins): within 1e-10 of the point a huge derivative, beyond it |w|^0.75, whose

@@ -418,9 +418,11 @@ def gradient_reference(ctx: Context) -> Reference:
             subject = _beside(ctx, torch.float64)
             if subject is None:  # no parameter to move
                 return exc
-            return _reference_beside(ctx, subject) or CheckSkipped(
-                f"{exc}; nor could they beside it, with the layer's floating parameters moved by {KINK_NUDGE:g} of "
-                "their size")
+            beside = _reference_beside(ctx, subject)
+            if isinstance(beside, Reference):
+                return beside
+            return CheckSkipped(f"{exc}; nor could they beside it, with the layer's floating parameters moved by "
+                                f"{KINK_NUDGE:g} of their size" + (f" ({beside})" if beside else ""))
 
     found = ctx.shared("layercheck.gradients.reference", build, readers=("gradients",))
     if isinstance(found, CheckSkipped):
@@ -428,7 +430,9 @@ def gradient_reference(ctx: Context) -> Reference:
     return found
 
 
-def _reference_beside(ctx: Context, subject: Subject) -> Reference | None:
+def _reference_beside(ctx: Context, subject: Subject) -> Reference | str | None:
+    """The reference beside the point, or why finite differences could not judge there either
+    (a skip's reason), or None (the layer raised or failed there: the skip at the point stands)."""
     try:
         analytic = _analytic(ctx, subject, traced=True)
         fn, run = analytic.fn, analytic.check_ran()
@@ -436,7 +440,9 @@ def _reference_beside(ctx: Context, subject: Subject) -> Reference | None:
             return None
         _skip_unless_finite(ctx, run, "float64")  # its skip or failure leaves the skip at the point
         ref = _judged(ctx, fn, run, traced=analytic.trace)
-    except (LayerRaised, CheckFailed, CheckSkipped):
+    except CheckSkipped as exc:
+        return f"there, {exc}" if isinstance(exc.__cause__, TooNoisy) else None
+    except (LayerRaised, CheckFailed):
         return None
     ref.beside = True
     return ref
