@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from layercheck.sdk import (
     Context,
     InputPath,
     LayerRaised,
+    SharedRun,
     assert_close,
     assert_same_unless_random,
     check,
@@ -245,23 +247,118 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     subject = ctx.fresh()
     with _failing_with(first.label):
         predicted = run_along(ctx, PREDICT, subject, subject.inputs(), first)
-    predict_compared = assert_same_unless_random(
-        reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx),
-        allowance=path_allowance(ctx, PREDICT, path=first),
-        what=f"predict with {first.label} inputs vs contiguous ones", names=output_names(reference_p.outputs))
+    with _settled_in_float64(ctx, PREDICT, first, output_names(reference_p.outputs), reference_p.outputs,
+                             predicted.outputs) as settled:
+        settled.compared = assert_same_unless_random(
+            reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx),
+            allowance=path_allowance(ctx, PREDICT, path=first),
+            what=f"predict with {first.label} inputs vs contiguous ones", names=output_names(reference_p.outputs))
+    predict_compared = settled.compared
     reference_f = reference_forward(ctx)
     subject = ctx.fresh()
     with _failing_with(last.label):
         forwarded = run_along(ctx, FORWARD, subject, subject.inputs(), last)
     names, expected, actual = comparable(reference_f, forwarded)
-    forward_compared = assert_same_unless_random(
-        expected, actual, random=lambda: forward_is_random(ctx), names=names,
-        allowance=path_allowance(ctx, FORWARD, path=last),
-        what=f"forward and backward with {last.label} inputs vs contiguous ones")
+    with _settled_in_float64(ctx, FORWARD, last, names, expected, actual) as settled_f:
+        settled_f.compared = assert_same_unless_random(
+            expected, actual, random=lambda: forward_is_random(ctx), names=names,
+            allowance=path_allowance(ctx, FORWARD, path=last),
+            what=f"forward and backward with {last.label} inputs vs contiguous ones")
+    forward_compared = settled_f.compared
+    for why in (settled.why, settled_f.why):
+        if why:
+            ctx.note(why)
     random = [m for m, c in (("predict", predict_compared), ("forward", forward_compared)) if not c]
     note = f" (values of {' and '.join(random)} differ: the layer draws random numbers)" if random else ""
     return (f"predict with {first.label} inputs, forward and backward with {last.label} inputs agree with "
             f"contiguous ones{note}", {"predict_layout": first.label, "forward_layout": last.label})
+
+
+# Note [float64 settles a layout]
+#     A network that amplifies float32 rounding (a whole U-Net at 32×32, batch of two, whose
+#     deepest BatchNorms normalise eight values) can differ between contiguous and channels-last
+#     inputs by more than the rounding floor measured from two perturbed roundings, whose spread is
+#     heavy-tailed there: the segmentation_models_pytorch Unet's float32 gradient of a decoder
+#     BatchNorm weight came out 0.16 channels-last and 0.22 contiguous, while its float64 gradients
+#     agree to 3e-11 in both layouts; over six roundings of the input its float32 error ranged
+#     from 4e-4 to 1.3e-2 in either layout (0.087 at another input). So a float32 comparison that
+#     fails is asked again in float64. The difference is the layer's rounding, and the check
+#     passes with a note, when the two layouts agree in float64 within float64's tolerance and the
+#     layer computes imprecisely in float32 at these sizes even with contiguous inputs: some
+#     tensor of its contiguous float32 run is off the float64 one by more than float32's plain
+#     tolerance. Not tensor by tensor: PyTorch's own channels-last CPU kernels are the less
+#     accurate there (the Unet's gradient of another BatchNorm bias: contiguous within 6e-4 of
+#     float64 over six roundings, channels-last up to 0.09 off), which is no bug of the layer. A
+#     layout bug is one in float64 as well; one in a float32-only kernel of a layer that computes
+#     accurately in float32 still fails.
+
+
+@dataclass
+class _Settled:
+    compared: bool = True
+    why: str | None = None
+
+
+@contextlib.contextmanager
+def _settled_in_float64(ctx: Context, run: SharedRun, path: InputPath, names: list[str],
+                        expected: list[torch.Tensor], actual: list[torch.Tensor]) -> Iterator[_Settled]:
+    """Lets a float32 comparison's CheckFailed through unless float64 settles it as rounding
+    (Note [float64 settles a layout]); then ``why`` says so."""
+    settled = _Settled()
+    try:
+        yield settled
+    except CheckFailed as failure:
+        why = _rounding_only(ctx, run, path, names, expected, actual)
+        if why is None:
+            raise
+        settled.why = f"{failure.message.split(':')[0]}: {why}"
+
+
+def _rounding_only(ctx: Context, run: SharedRun, path: InputPath, names: list[str], expected: list[torch.Tensor],
+                   actual: list[torch.Tensor]) -> str | None:
+    """Why the float32 difference between the layouts is rounding, or None when it may not be."""
+    if not any(t.dtype == torch.float32 for t in expected):
+        return None
+    try:
+        runs = []
+        for along in (None, path):
+            subject = ctx.fresh(torch.float64)
+            runs.append(run_along(ctx, run, subject, subject.inputs(), along))
+    except LayerRaised:
+        return None
+    if run is FORWARD:
+        names64, at_home, moved = comparable(*runs)
+    else:
+        names64, at_home, moved = output_names(runs[0].outputs), list(runs[0].outputs), list(runs[1].outputs)
+    exact = dict(zip(names64, at_home))
+    try:
+        assert_close(at_home, moved, names=names64, allowance=path_allowance(ctx), what="float64 layouts")
+    except CheckFailed:
+        return None
+    differing, imprecise = [], []
+    for name, e, a in zip(names, expected, actual):
+        if e.dtype != torch.float32 or e.shape != a.shape:
+            continue
+        try:
+            assert_close([e], [a], names=[name], allowance=path_allowance(ctx, run, path=path), what=name)
+        except CheckFailed:
+            differing.append(name)
+        if name in exact:
+            try:  # the contiguous float32 value within float32's plain tolerance of the float64 one: accurate
+                assert_close([exact[name].to(e.device, torch.float32)], [e], names=[name],
+                             allowance=path_allowance(ctx), what=name)
+            except CheckFailed:
+                imprecise.append(name)
+    if not imprecise:
+        return None
+
+    def shown(found: list[str]) -> str:
+        return ", ".join(found[:2]) + (f" and {len(found) - 2} more" if len(found) > 2 else "")
+
+    return (f"in float64 the two layouts agree, and the layer computes imprecisely in float32 at these sizes even "
+            f"with contiguous inputs ({shown(imprecise)} off the float64 values beyond float32's tolerance): the "
+            f"float32 differences between the layouts ({shown(differing)}) are its amplified rounding, which the "
+            "measured rounding floor missed (a normalisation over few values?)")
 
 
 def _failing_with(label: str) -> AbstractContextManager[None]:
