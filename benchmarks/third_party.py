@@ -23,7 +23,7 @@ beside a CPU torch without pulling another torch:
         nystrom-attention product-key-memory colt5-attention linformer torch_geometric xxhash psutil e3nn \
         opt_einsum opt_einsum_fx ncps gpytorch linear_operator jaxtyping wadler_lindig xlstm packaging \
         torchdiffeq scipy torchsde trampoline roma torch-struct fft-conv-pytorch pytorch-tcn kan-gpt pykan \
-        pyro-ppl zuko normflows torch-harmonics \
+        pyro-ppl zuko normflows torch-harmonics peft accelerate torchao segmentation-models-pytorch vit-pytorch \
         scikit-learn joblib threadpoolctl narwhals cloudpickle pandas matplotlib cycler fonttools kiwisolver \
         pyparsing python-dateutil six pillow
 
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import sys
 import time
 import warnings
@@ -532,6 +533,28 @@ def _prepared_qat(quantization: Any) -> nn.Module:
     model = nn.Sequential(quantization.QuantStub(), nn.Conv2d(8, 4, 3), nn.ReLU(), quantization.DeQuantStub())
     model.qconfig = quantization.get_default_qat_qconfig("fbgemm")
     return quantization.prepare_qat(model.train())
+
+
+_PEFT_BASES: dict[str, Callable[[], nn.Module]] = {
+    "an MLP": lambda: nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4)),
+    "a CNN": lambda: nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 1)),
+}
+_PEFT_LAYOUTS = {"an MLP": "4,8:BC", "a CNN": IMAGE}
+_VIT_IMAGE = "2,3,16,16:BCSS"
+
+
+def _shown(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
+
+
+def _vit(module: str, cls: str, **extra: Any) -> nn.Module:
+    """A vit-pytorch model with one block of width 16 for 16x16 images in patches of 4."""
+    made = getattr(importlib.import_module(f"vit_pytorch.{module}"), cls)
+    common = {"image_size": 16, "patch_size": 4, "num_classes": 5, "dim": 16, "depth": 1, "heads": 2,
+              "mlp_dim": 16, "dim_head": 8, "channels": 3}
+    accepted = inspect.signature(made.__init__).parameters
+    layer: nn.Module = made(**{key: value for key, value in common.items() if key in accepted} | extra)
+    return layer
 
 
 LAYERS = [
@@ -1111,7 +1134,71 @@ LAYERS = [
         ("ManifoldConstrainedHyperConnections", lambda m: _HyperConnections(m, constrained=True)))],
     Layer("axial-positional-embedding AxialPositionalEmbedding", "axial_positional_embedding",
           lambda m: m.AxialPositionalEmbedding(8, (2, 3)), ("2,6,8:BTC",)),
+    # peft's adapters on a two-layer MLP and a two-layer CNN (LoRA's B starts at zero: A's gradient is zero)
+    *[Layer(f"peft {config}{'' if not kwargs else ' ' + _shown(kwargs)} on {base}", "peft",
+            lambda m, config=config, kwargs=kwargs, base=base: m.get_peft_model(
+                _PEFT_BASES[base](), getattr(m, config)(target_modules=["0", "2"], **kwargs)), (_PEFT_LAYOUTS[base],))
+      for base, config, kwargs in (
+          *[("an MLP", config, kwargs) for config, kwargs in (
+              ("LoraConfig", {"r": 2}), ("LoraConfig", {"r": 2, "lora_dropout": 0.1}),
+              ("LoraConfig", {"r": 2, "use_dora": True}), ("LoraConfig", {"r": 2, "use_rslora": True,
+                                                                          "init_lora_weights": "gaussian"}),
+              ("LoraConfig", {"r": 2, "init_lora_weights": "pissa"}),
+              ("LoraConfig", {"r": 2, "init_lora_weights": "olora"}),
+              ("LoHaConfig", {"r": 2}), ("LoKrConfig", {"r": 2}), ("IA3Config", {"feedforward_modules": ["2"]}),
+              ("OFTConfig", {"r": 0, "oft_block_size": 2}), ("BOFTConfig", {"boft_block_size": 2}),
+              ("VeraConfig", {"r": 2}), ("FourierFTConfig", {"n_frequency": 8}), ("HRAConfig", {"r": 2}),
+              ("MissConfig", {"r": 2}), ("VBLoRAConfig", {"r": 2, "num_vectors": 8, "vector_length": 4}),
+              ("C3AConfig", {"block_size": 4}), ("RandLoraConfig", {"r": 2}), ("ShiraConfig", {"r": 2}),
+              ("DeloraConfig", {"r": 2}), ("GraloraConfig", {"r": 4, "gralora_k": 2}),
+              ("WaveFTConfig", {"n_frequency": 8}))],
+          *[("a CNN", config, kwargs) for config, kwargs in (
+              ("LoraConfig", {"r": 2}), ("LoraConfig", {"r": 2, "use_dora": True}), ("LoHaConfig", {"r": 2}),
+              ("LoKrConfig", {"r": 2}), ("OFTConfig", {"r": 0, "oft_block_size": 2}),
+              ("BOFTConfig", {"boft_block_size": 2}), ("IA3Config", {"feedforward_modules": ["2"]}))])],
+    # torchao's quantisation-aware training: fake quantisation with straight-through gradients
+    *[Layer(f"torchao FakeQuantizedLinear {name}", "torchao.quantization.qat",
+            lambda m, activation=activation, weight=weight: m.FakeQuantizedLinear(
+                8, 4, activation_config=activation and m.IntxFakeQuantizeConfig(*activation[0], **activation[1]),
+                weight_config=m.IntxFakeQuantizeConfig(*weight[0], **weight[1])), ("4,8:BC",))
+      for name, activation, weight in (
+          ("int4 weight, group 4", None, ((torch.int4,), {"group_size": 4})),
+          ("int8 per-token asymmetric activation, int4 weight", ((torch.int8, "per_token"), {"is_symmetric": False}),
+           ((torch.int4,), {"group_size": 4})),
+          ("int8 per-channel weight", None, ((torch.int8, "per_channel"), {})))],
+    # segmentation_models_pytorch: blocks, and whole networks at 32x32 (their deepest BatchNorms
+    # normalise two to eight values at a batch of two: Notes [a grown step that has not settled] and
+    # [float64 settles a layout])
+    Layer("segmentation_models_pytorch SCSEModule", "segmentation_models_pytorch.base.modules",
+          lambda m: m.SCSEModule(8, reduction=2), (IMAGE,)),
+    Layer("segmentation_models_pytorch Conv2dReLU", "segmentation_models_pytorch.base.modules",
+          lambda m: m.Conv2dReLU(8, 4, 3, padding=1, use_norm="batchnorm"), (IMAGE,)),
+    *[Layer(f"segmentation_models_pytorch {name} (resnet18)", "segmentation_models_pytorch",
+            lambda m, name=name, kwargs=kwargs: getattr(m, name)("resnet18", encoder_weights=None, classes=2,
+                                                                 **kwargs), ("2,3,32,32:BCSS",))
+      for name, kwargs in (("Unet", {"decoder_channels": (16, 8, 8, 4, 4)}),
+                           ("FPN", {"decoder_pyramid_channels": 32, "decoder_segmentation_channels": 32}))],
+    # lucidrains' vit-pytorch: whole vision transformers, one block each, on 16x16 images
+    *[Layer(f"vit-pytorch {module}.{cls}", "vit_pytorch.vit",
+            lambda _, module=module, cls=cls, extra=extra: _vit(module, cls, **extra), (_VIT_IMAGE,))
+      for module, cls, extra in (
+          ("ats_vit", "ViT", {"max_tokens_per_depth": (8,)}), ("cait", "CaiT", {"cls_depth": 1}),
+          ("deepvit", "DeepViT", {}), ("jet_vit", "JetViT", {"window_size": 2}), ("jumbo_vit", "JumboViT", {}),
+          ("na_vit", "NaViT", {}), ("normalized_vit", "nViT", {}), ("parallel_vit", "ViT", {}),
+          ("pit", "PiT", {"depth": (1, 1)}), ("rvt", "RvT", {}), ("simple_uvit", "SimpleUViT", {"depth": 2}),
+          ("simple_vit", "SimpleViT", {}), ("simple_vit_with_fft", "SimpleViT", {"freq_patch_size": 4}),
+          ("simple_vit_with_hyper_connections", "SimpleViT", {"num_residual_streams": 2}),
+          ("simple_vit_with_patch_dropout", "SimpleViT", {}), ("simple_vit_with_qk_norm", "SimpleViT", {}),
+          ("simple_vit_with_register_tokens", "SimpleViT", {}),
+          ("simple_vit_with_value_residual", "SimpleViT", {}), ("vit", "ViT", {}), ("vit_5", "ViT", {}),
+          ("vit_for_small_dataset", "ViT", {}), ("vit_with_patch_dropout", "ViT", {}),
+          ("xcit", "XCiT", {"cls_depth": 1}),
+          ("cross_vit", "CrossViT", {"sm_dim": 16, "lg_dim": 16, "sm_patch_size": 4, "sm_enc_heads": 2,
+                                     "sm_enc_mlp_dim": 16, "sm_enc_dim_head": 8, "lg_patch_size": 8, "lg_enc_depth": 1,
+                                     "lg_enc_heads": 2, "lg_enc_mlp_dim": 16, "lg_enc_dim_head": 8,
+                                     "cross_attn_depth": 1, "cross_attn_heads": 2, "cross_attn_dim_head": 8}))],
 ]
+
 
 
 _FLOAT32_ONLY = ("it allocates its running row maxima with torch.full(..., -torch.finfo(q.dtype).max) in the default "
@@ -1306,6 +1393,47 @@ FINDINGS: dict[tuple[str, str], str] = {
     ("transformers LlamaRotaryEmbedding (dynamic NTK scaling)", "dtype[float64]"): (
         "true (minor): the recomputed inv_freq buffer is made in float32 whatever the layer's dtype (the output "
         "is cast to the hidden states' dtype)"),
+    **{(f"peft LoraConfig r=2, use_dora=True on {base}", "gradients[float64]"): (
+        "by design: DoRA detaches the weight's column norm (peft's weight_norm.detach(), as the DoRA paper's section "
+        "4.3 prescribes to save memory), so the gradients of lora_A and lora_B are the derivative with the norm held "
+        "constant, 7-66% off the full one; the message says the detached statistic is the whole disagreement and to "
+        "leave the check out for such a layer") for base in ("an MLP", "a CNN")},
+    ("peft C3AConfig block_size=4 on an MLP", "gradients[float64]"): (
+        "a bug upstream: BlockCircularConvolution.backward's gradient of x (fft of grad_output's fft times ifft(w)) is "
+        "not the transpose of its forward; its gradient of w is right (the first layer's kernel is wrong only through "
+        "the second layer's input gradient). torch.autograd.gradcheck fails it too, and passes the same forward left "
+        "to autograd"),
+    **{(f"peft {config} n_frequency=8 on an MLP" if config != "ShiraConfig" else "peft ShiraConfig r=2 on an MLP",
+        "registered_tensors"): (
+        f"true: the {what} are plain tensors in a dict attribute ({what_name}['default']), not buffers: .to(device) "
+        "leaves them behind and state_dict() does not save them (peft regenerates them from a seed when it loads)")
+       for config, what, what_name in (("FourierFTConfig", "spectral indices", "indices"),
+                                       ("ShiraConfig", "sparse indices", "shira_indices"),
+                                       ("WaveFTConfig", "wavelet indices", "waveft_indices"))},
+    **{(f"torchao FakeQuantizedLinear {name}", "dtype[float64]"): (
+        "true: its fake quantiser asserts a float32, float16 or bfloat16 input ('Unsupported input dtype: "
+        "torch.float64'): the layer cannot run in float64 (its gradients are judged against float32 differences)")
+       for name in ("int4 weight, group 4", "int8 per-token asymmetric activation, int4 weight",
+                    "int8 per-channel weight")},
+    ("segmentation_models_pytorch FPN (resnet18)", "observations"): (
+        "true at these sizes: its segmentation blocks' GroupNorm(32, 32) sees one value per group at the 1x1 deepest "
+        "level, which PyTorch refuses for a batch of one, in eval mode too ('Expected more than 1 value per channel "
+        "when training'): one 32x32 image cannot be predicted alone (a batch of two, or 64x64, can)"),
+    **{(f"vit-pytorch {name}", "registered_tensors"): (
+        "true: its sine-cosine position embedding (posemb_sincos_2d) is a plain tensor attribute, moved to the input's "
+        "device and dtype in every call: .to(), .double() and state_dict() never see it")
+       for name in ("jumbo_vit.JumboViT", "simple_vit.SimpleViT", "simple_vit_with_fft.SimpleViT",
+                    "simple_vit_with_hyper_connections.SimpleViT", "simple_vit_with_qk_norm.SimpleViT",
+                    "simple_vit_with_register_tokens.SimpleViT", "simple_vit_with_value_residual.SimpleViT")},
+    ("vit-pytorch jumbo_vit.JumboViT", "backward_runs"): (
+        "true: the last layer's feedforward on the patch tokens runs but its result is never used (only the jumbo "
+        "class tokens reach the head), so its parameters get no gradient (DistributedDataParallel refuses that "
+        "unless find_unused_parameters=True)"),
+    ("vit-pytorch jet_vit.JetViT", "backward_runs"): (
+        "by design: RandomLayerSelector calls one of its attention options per call (random.choice), so the options "
+        "not chosen get no gradient in that step"),
+    ("vit-pytorch simple_vit_with_value_residual.SimpleViT", "copy"): (
+        "its Attention keeps a lambda (to_residual_mix), which pickle refuses: torch.save of the whole model fails"),
 }
 
 
