@@ -4,9 +4,8 @@ values, any memory layout accepted, every tensor registered."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -247,25 +246,24 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
     subject = ctx.fresh()
     with _failing_with(first.label):
         predicted = run_along(ctx, PREDICT, subject, subject.inputs(), first)
-    with _settled_in_float64(ctx, PREDICT, first, output_names(reference_p.outputs), reference_p.outputs,
-                             predicted.outputs) as settled:
-        settled.compared = assert_same_unless_random(
+    predict_compared, predict_why = _compared_or_settled(
+        ctx, PREDICT, first, output_names(reference_p.outputs), reference_p.outputs, predicted.outputs,
+        lambda: assert_same_unless_random(
             reference_p.outputs, predicted.outputs, random=lambda: predict_is_random(ctx),
             allowance=path_allowance(ctx, PREDICT, path=first),
-            what=f"predict with {first.label} inputs vs contiguous ones", names=output_names(reference_p.outputs))
-    predict_compared = settled.compared
+            what=f"predict with {first.label} inputs vs contiguous ones", names=output_names(reference_p.outputs)))
     reference_f = reference_forward(ctx)
     subject = ctx.fresh()
     with _failing_with(last.label):
         forwarded = run_along(ctx, FORWARD, subject, subject.inputs(), last)
     names, expected, actual = comparable(reference_f, forwarded)
-    with _settled_in_float64(ctx, FORWARD, last, names, expected, actual) as settled_f:
-        settled_f.compared = assert_same_unless_random(
+    forward_compared, forward_why = _compared_or_settled(
+        ctx, FORWARD, last, names, expected, actual,
+        lambda: assert_same_unless_random(
             expected, actual, random=lambda: forward_is_random(ctx), names=names,
             allowance=path_allowance(ctx, FORWARD, path=last),
-            what=f"forward and backward with {last.label} inputs vs contiguous ones")
-    forward_compared = settled_f.compared
-    for why in (settled.why, settled_f.why):
+            what=f"forward and backward with {last.label} inputs vs contiguous ones"))
+    for why in (predict_why, forward_why):
         if why:
             ctx.note(why)
     random = [m for m, c in (("predict", predict_compared), ("forward", forward_compared)) if not c]
@@ -293,25 +291,19 @@ def noncontiguous(ctx: Context) -> tuple[str, dict[str, Any]]:
 #     accurately in float32 still fails.
 
 
-@dataclass
-class _Settled:
-    compared: bool = True
-    why: str | None = None
-
-
-@contextlib.contextmanager
-def _settled_in_float64(ctx: Context, run: SharedRun, path: InputPath, names: list[str],
-                        expected: list[torch.Tensor], actual: list[torch.Tensor]) -> Iterator[_Settled]:
-    """Lets a float32 comparison's CheckFailed through unless float64 settles it as rounding
-    (Note [float64 settles a layout]); then ``why`` says so."""
-    settled = _Settled()
+def _compared_or_settled(ctx: Context, run: SharedRun, path: InputPath, names: list[str],
+                         expected: list[torch.Tensor], actual: list[torch.Tensor],
+                         compare: Callable[[], bool]) -> tuple[bool, str | None]:
+    """``compare()`` (whether the values were compared, not accepted as random), letting its
+    CheckFailed through unless float64 settles the difference as rounding (Note [float64
+    settles a layout]): then (True, why)."""
     try:
-        yield settled
+        return compare(), None
     except CheckFailed as failure:
         why = _rounding_only(ctx, run, path, names, expected, actual)
         if why is None:
             raise
-        settled.why = f"{failure.message.split(':')[0]}: {why}"
+        return True, f"{failure.message.split(':')[0]}: {why}"
 
 
 def _rounding_only(ctx: Context, run: SharedRun, path: InputPath, names: list[str], expected: list[torch.Tensor],
