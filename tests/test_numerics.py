@@ -159,6 +159,43 @@ def test_differences_that_move_between_a_grown_step_and_twice_it_judge_nothing()
     assert not verdict.passed and any(not c.unresolved and not c.agrees for c in verdict.comparisons)
 
 
+class Saturating(nn.Module):
+    """x + tanh(1e11·(w − 5e-12)) + offset with w at zero (a chain of BatchNorms over two nearly equal
+    values): linear only within 1e-11 of the point, a step beyond it, which makes second differences
+    that stay the same from 1e-8 to 1e-10 as rounding's do. ``offset`` adds rounding to the sums."""
+
+    def __init__(self, offset: float = 0.0) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(6))
+        self.register_buffer("offset", torch.full((6,), offset))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.tanh(1e11 * (self.w - 5e-12)) + self.offset
+
+
+def test_a_layer_linear_only_far_below_the_base_step_is_judged_there() -> None:
+    # Note [steep below the base step]: taken for rounding, its second differences grew the step,
+    # where the saturated differences settled at a millionth of the derivative: the right
+    # gradient failed ("the right gradient is zero")
+    fd, grads = reference(Saturating(), "4,6:BC")
+    verdict = judge(fd, grads, 1e-6)
+    assert verdict.step > BASE_STEP and verdict.passed
+    assert all(c.taken_at is not None and c.taken_at < 1e-12 for c in verdict.comparisons)
+    for factor in (2.0, 1.01, 1.0001):  # a wrong gradient settles away from it below the base step as well
+        fd, grads = reference(Saturating(), "4,6:BC")
+        assert not judge(fd, [g * factor for g in grads], 1e-6).passed
+
+
+def test_differences_that_only_come_toward_the_gradient_below_the_base_step_judge_nothing() -> None:
+    # with rounding in the sums that no step below 1e-11 gets under the tolerance (a whole
+    # MobileNetV2 U-Net at 32x32, batch of two: 0.5% off at 1e-14, right to 1e-3 at 1e-13)
+    fd, grads = reference(Saturating(1e10), "4,6:BC")
+    with pytest.raises(TooNoisy, match="below 1e-08 they come toward it"):
+        judge(fd, grads, 1e-6)
+    fd, grads = reference(Saturating(1e10), "4,6:BC")
+    assert not judge(fd, [g * 2 for g in grads], 1e-6).passed
+
+
 class SingularScale(nn.Module):
     """x·(|w| + 1e-10)^0.75 + x with w at zero (as kornia's DenseSIFT takes sqrt(p + 1e-10) of
     its empty bins): within 1e-10 of the point a huge derivative, beyond it |w|^0.75, whose

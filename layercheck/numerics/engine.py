@@ -101,6 +101,32 @@ Note [a grown step that has not settled]
     computes in float32 inside (step 1e-3), a 1% error moves 0.18 off the analytic value while
     the two extrapolations move 0.002 apart.
 
+Note [steep below the base step]
+    A layer can be linear only far below the base step: a segmentation_models_pytorch U-Net on
+    MobileNetV2 at 32×32, batch of two, whose deepest BatchNorms each normalise two nearly equal
+    values (the ReLU6 before them clipped both alike), multiplies its input gradient by about
+    1/sqrt(eps) per such stage. Its second differences at 1e-8 are its saturation, not rounding,
+    and fall only twofold a decade to 1e-10 (a saturated step gives the same second difference at
+    any spacing, as rounding does): steep() says no and the step grows to 1e-3, where the saturated
+    differences settle at 1e3 against an analytic 3e9, and the right gradient failed ("the right
+    gradient is zero") after five minutes of per-tensor diagnosis. Measured along one direction:
+    central differences 1e8 at 1e-8, -1e9 at 1e-10, 1.8e9 at 1e-12, and 1.6148e9 at 1e-13 against
+    the analytic 1.6139e9.
+    So a float64 function whose direction fails past the base step is differenced at the base
+    step and every decade below it down to 1e-14 (extrapolated from each step and twice it, with
+    the refined noise estimate at that step; two to four evaluations each; once a direction has
+    found nothing there, later ones skip the walk). It agrees at the first step where the
+    difference and its noise are within the tolerance (a toy saturating within 1e-11: right to
+    1e-12 at 1e-14). Two successive differences that agree with each other, the last precise, ten
+    times closer than to the analytic value, and not growing tenfold a decade (a saturated
+    layer's are all far below its derivative), settle it: the failure stands. A difference that
+    comes ten times closer to the analytic value than the failing one, noise included, without
+    either, judges nothing: the direction is unresolved (TooNoisy when every failing one is). A
+    direction whose one-sided difference agrees crossed a kink: it is not walked. The U-Net's
+    rounding, amplified as its gradient is, keeps every step from the tolerance (0.5% off at
+    1e-14): skipped in 24 s, saying so. A wrong gradient is as wrong below the base step: it
+    settles away, or (the toy: 2x, 1%, 0.01%) fails where it failed.
+
 Note [kinks at the point]
     A point that sits exactly on kinks (ReLUs whose input is exactly 0 there: a residual
     branch whose last BatchNorm weight is initialised to 0 adds exactly nothing, so the next
@@ -128,7 +154,7 @@ from __future__ import annotations
 import itertools
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -147,6 +173,10 @@ SMALLER_STEPS = (10, 100)
 # How much faster than a lower precision's rounding (10x over two decades) the second
 # differences must fall from the base step to its hundredth to be the layer's own (steep).
 STEEP_FALL = 20
+# Note [steep below the base step]: how many steps, in decades from the base step down, a float64
+# function that failed past the base step is differenced at (the last, 1e-14, still moves every
+# element of a tensor by many units in the last place of its largest)
+BELOW_STEPS = 7
 CHUNKS = 16  # partial sums per output: samples for the noise estimate
 FEW_CHUNKS = 8  # an output of fewer elements gives the noise estimate fewer samples than this
 NOISE_SIGMAS = 6.0
@@ -333,6 +363,8 @@ class Comparison:
     # Note [steep at the base step]: failed on a steep layer with extrapolations still moving
     # where rounding stops the steps: finite differences cannot tell its gradient right or wrong
     unresolved: bool = False
+    # Note [steep below the base step]: the step ``numeric`` was taken at, when it is not the probe's
+    taken_at: float | None = None
 
     @property
     def central_error(self) -> float:
@@ -340,6 +372,8 @@ class Comparison:
 
     @property
     def agrees(self) -> bool:
+        if self.taken_at is not None:  # below the base step: agreed there, or judges nothing (unresolved)
+            return not self.unresolved
         # A one-sided difference is held to twice the bound: its noise is twice the central's.
         return self.central_error <= self.bound or any(abs(d - self.analytic) <= 2 * self.bound for d in self.one_sided)
 
@@ -358,7 +392,8 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {"analytic": self.analytic, "numeric": self.numeric, "one_sided": list(self.one_sided),
-                "relative_error": self.relative_error, "step": self.probe.step, "kink_crossed": self.kink_crossed}
+                "relative_error": self.relative_error, "step": self.taken_at or self.probe.step,
+                "kink_crossed": self.kink_crossed}
 
 
 # -- the engine -------------------------------------------------------------------------------
@@ -399,6 +434,7 @@ class FiniteDifferences(Generic[F_co]):
             self._base = torch.stack([chunk_sums(y, w) for y, w in zip(outputs, self.cotangents)])
         self._noise: dict[tuple[float, bool, bool], float] = {}
         self._rounding: float | None = None  # Note [steep at the base step]: set once steepness is measured
+        self._nothing_below = False  # Note [steep below the base step]: a direction found nothing there
 
     def exclude(self, slots: set[int]) -> None:
         """Leave ``slots`` out of joint directions from now on; what was cached for joint
@@ -675,12 +711,23 @@ class FiniteDifferences(Generic[F_co]):
             up2, down2 = sums(2 * step)
             return (4 * central - difference(up2, down2, 2 * step)) / 3
 
-        unresolved = False
+        one_sided = ((up - base) / h, (down - up) / h) if inward else ((up - base) / h, (base - down) / h)
+        unresolved, taken_at = False, None
         if h > BASE_STEP:
             numeric, noise = extrapolated(h, numeric), noise * _RICHARDSON_NOISE
             if abs(numeric - analytic) > tolerance * spread + noise:  # Note [a grown step that has not settled]
                 moved = abs(extrapolated(2 * h, difference(*sums(2 * h), 2 * h)) - numeric)
                 unresolved = abs(numeric - analytic) <= tolerance * spread + noise + 2 * moved
+                crossed = any(abs(d - analytic) <= 2 * (tolerance * spread + noise) for d in one_sided)  # a kink
+                if not (unresolved or crossed or self._nothing_below or self.start_step > BASE_STEP):
+                    below = self._below(  # Note [steep below the base step]
+                        lambda step: extrapolated(step, difference(*sums(step), step)), analytic, tolerance * spread,
+                        abs(numeric - analytic), math.sqrt(13) if inward else 1.0)
+                    if below is None:
+                        self._nothing_below = True
+                    else:
+                        taken_at, numeric, noise, agreed = below
+                        unresolved = not agreed
         elif abs(numeric - analytic) > tolerance * spread + noise:  # Note [steep at the base step]
             tried = [(numeric, noise)]  # (difference, its bound): the central one at h, then extrapolations
             for step in (h, *(h / shrink for shrink in SMALLER_STEPS)):
@@ -696,8 +743,32 @@ class FiniteDifferences(Generic[F_co]):
             if agreed or self._rounding is not None:  # a steep layer is judged by its most settled difference
                 numeric, noise = tried[-1]
                 unresolved = not agreed and not _settled(tried, analytic, tolerance * spread)
-        one_sided = ((up - base) / h, (down - up) / h) if inward else ((up - base) / h, (base - down) / h)
-        return Comparison(probe, analytic, numeric, one_sided, spread, tolerance * spread + noise, unresolved)
+        return Comparison(probe, analytic, numeric, one_sided, spread, tolerance * spread + noise, unresolved, taken_at)
+
+    def _below(self, extrapolated: Callable[[float], float], analytic: float, allowed: float, far: float,
+               sides: float) -> tuple[float, float, float, bool] | None:
+        """Differences extrapolated at the base step and below it, for a float64 function that
+        failed past the base step (Note [steep below the base step]): (step, difference, its
+        noise bound, whether it agrees) at the first step where one agrees with ``analytic``
+        within ``allowed`` and a noise within ``allowed``, or at the one that came closest, ten
+        times closer than the failing difference (``far`` off) by more than its noise; None when
+        they settle elsewhere (a wrong gradient) or never come so close."""
+        tried: list[tuple[float, float]] = []
+        closest: tuple[float, float, float, bool] | None = None
+        nearest = far / 10  # the distance, noise included, a step must come within to count
+        for power in range(BELOW_STEPS):
+            step = BASE_STEP / 10**power
+            noise = self.noise(step, refined=True)
+            bound = _RICHARDSON_NOISE * _sigmas(noise, step) * sides
+            tried.append((extrapolated(step), bound))
+            error = abs(tried[-1][0] - analytic)
+            if bound <= allowed and error <= allowed + bound:
+                return step, tried[-1][0], bound, True
+            if power and _settled_below(tried, analytic):
+                return None
+            if error + bound < nearest:
+                closest, nearest = (step, tried[-1][0], bound, False), error + bound
+        return closest
 
 
 def _settled(tried: Sequence[tuple[float, float]], analytic: float, allowed: float) -> bool:
@@ -711,6 +782,17 @@ def _settled(tried: Sequence[tuple[float, float]], analytic: float, allowed: flo
     (before, before_bound), (last, last_bound) = tried[-2:]
     apart = abs(last - before) + before_bound + last_bound
     return abs(last - analytic) > allowed + last_bound + 10 * apart
+
+
+def _settled_below(tried: Sequence[tuple[float, float]], analytic: float) -> bool:
+    """Whether the last two differences (value, bound) below the base step settle away from
+    ``analytic`` (Note [steep below the base step]): they are ten times closer to each other,
+    and the last's noise ten times smaller, than the last is to it, and they do not grow tenfold
+    a decade (a saturated layer's differences are all far below its derivative). The earlier
+    step's bound is not counted: its noise estimate is still curvature there."""
+    (before, _), (last, last_bound) = tried[-2:]
+    off = abs(last - analytic)
+    return max(abs(last - before), last_bound) <= off / 10 and abs(last - before) <= abs(last) / 10
 
 
 def _sigmas(noise: float, step: float) -> float:

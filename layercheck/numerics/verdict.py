@@ -120,12 +120,18 @@ def judge(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.T
     if not passed and slot is None and region is None and outputs is None and all(
             c.unresolved for c in comparisons if not c.agrees):
         worst = max((c for c in comparisons if not c.agrees), key=lambda c: c.relative_error)
-        where = ("down to the smallest step whose rounding noise stays within the tolerance" if step <= BASE_STEP
-                 else f"at the step its rounding noise needs ({step:.2g}) and at twice it")
-        raise TooNoisy(f"the layer is too steep at the point for finite differences: {where} they still move with the "
-                       f"step (the last {worst.relative_error:.2g} of the derivative off the analytic value), so they "
-                       "cannot tell its gradient right or wrong here (a whole network at a small batch, a "
-                       "normalisation over two values?)")
+        if worst.taken_at is not None:  # Note [steep below the base step]
+            where = (f"at the step its rounding noise seemed to need ({step:.2g}) they miss the analytic value, and "
+                     f"at steps below {BASE_STEP:g} they come toward it, {worst.relative_error:.2g} of the derivative "
+                     f"off at {worst.taken_at:.0e}, without settling before rounding stops them")
+        else:
+            where = ("down to the smallest step whose rounding noise stays within the tolerance" if step <= BASE_STEP
+                     else f"at the step its rounding noise needs ({step:.2g}) and at twice it")
+            where += (f" they still move with the step (the last {worst.relative_error:.2g} of the derivative off the "
+                      "analytic value)")
+        raise TooNoisy(f"the layer is too steep at the point for finite differences: {where}, so they cannot tell its "
+                       "gradient right or wrong here (a whole network at a small batch, a normalisation over two "
+                       "values?)")
     noise = ratio(fd.noise_bound(step), comparisons[0].spread)
     return Verdict(passed, comparisons, step, tolerance, noise, retried, fd.precision)
 
