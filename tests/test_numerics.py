@@ -132,6 +132,25 @@ def test_a_steep_layer_keeps_the_base_step_and_is_judged_at_smaller_ones() -> No
     assert not judge(fd, wrong, 1e-6).passed
 
 
+class CurvedOverLargeSums(nn.Module):
+    """sin(3e6·x) + 1e8·x: curvature at the base step, over sums whose float64 rounding is 2e-7."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(3e6 * x) + 1e8 * x
+
+
+def test_curvature_over_large_sums_is_not_taken_for_rounding() -> None:
+    # Note [curvature over large sums]: at a hundredth of the base step its second differences sink
+    # to within ten times the floor; taken for rounding, they grew the step, whose noise bound then
+    # let a gradient 3% wrong pass
+    fd, grads = reference(CurvedOverLargeSums, "4,6:BC")
+    verdict = judge(fd, grads, 1e-6)
+    assert fd.steep() and verdict.step == BASE_STEP and verdict.passed
+    for factor in (1.001, 1.03):
+        fd, grads = reference(CurvedOverLargeSums, "4,6:BC")
+        assert not judge(fd, [g * factor for g in grads], 1e-6).passed
+
+
 class Steeper(nn.Module):
     """sin(1e8·x): three periods per element at the base step, a thirtieth at a hundredth of it."""
 

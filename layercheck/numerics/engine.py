@@ -86,6 +86,20 @@ Note [steep at the base step]
     differences settle only near 1e-12) judge nothing, and the check says so (TooNoisy: a skip)
     rather than blame the gradient.
 
+Note [curvature over large sums]
+    steep() asks that the second differences at a hundredth of the base step stay ten times above
+    float64's rounding of the sums, so that a layer rounding to float32 inside, whose estimate
+    falls to that floor once no rounding flips, is not taken for steep. A layer whose sums are
+    large hides its curvature there: sin(3e6·x) + 1e8·x has rounding 2e-7 (its floor), and second
+    differences of 6.5e-3 at 1e-8, 6.5e-5 at 1e-9 and 5e-7 at 1e-10, within the floor's tenfold.
+    Taken for rounding, they grew the step to 1.9e-7, where the curvature counted as noise took
+    3.4% of the derivative: a gradient 3% wrong passed. Curvature falls as the spacing's square,
+    a hundredfold a decade; a lower precision's rounding as its square root (threefold), or to
+    the floor at once. So second differences that fall at least STEEP_FALL times from the base
+    step to its tenth, and stay ten times above the floor there, are curvature too (``_curved``):
+    the layer is steep, and its rounding the smallest estimate, at least the floor. The toy now
+    passes at 1.6e-7 and a 0.1% error fails.
+
 Note [a grown step that has not settled]
     The step grows where the second differences at the base step are taken for rounding noise.
     Where they are curvature that steep() cannot tell from rounding (at a hundredth of the base
@@ -631,10 +645,20 @@ class FiniteDifferences(Generic[F_co]):
             at_base = min(self.noise(), self.noise(refined=True))
             spacing = BASE_STEP / SMALLER_STEPS[-1]
             smaller = min(self.noise(spacing), self.noise(spacing, refined=True))
-            if not 10 * self.rounding_floor() < smaller < at_base / STEEP_FALL:
+            if 10 * self.rounding_floor() < smaller < at_base / STEEP_FALL:
+                self._rounding = smaller
+            elif self._curved():
+                self._rounding = max(self.rounding_floor(), min(smaller, self.noise(BASE_STEP / 10, refined=True)))
+            else:
                 return False
-            self._rounding = smaller
         return True
+
+    def _curved(self) -> bool:
+        """Whether the second differences fall as the spacing's square from the base step to its
+        tenth (at least STEEP_FALL times) and stay well above float64's rounding of the sums there:
+        curvature, with rounding at the floor beneath it (Note [curvature over large sums])."""
+        smaller = self.noise(BASE_STEP / 10)
+        return 10 * self.rounding_floor() < smaller < self.noise() / STEEP_FALL
 
     def on_a_kink(self) -> bool:
         """Whether the point sits on kinks (Note [kinks at the point]): the second differences
