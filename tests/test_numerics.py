@@ -84,6 +84,40 @@ def test_one_parameter_wrong_is_named_and_located_element_by_element() -> None:
     assert abs(wrong[0].elements[0]["analytic"] - wrong[0].elements[0]["numeric"] - 0.5) < 1e-4
 
 
+class Deep(nn.Module):
+    """Twenty tanh layers with a weight and a bias each: 41 tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(0)
+        self.layers = nn.ModuleList(nn.Linear(5, 5) for _ in range(20))
+        for layer in self.layers:
+            nn.init.normal_(layer.weight, std=0.5, generator=gen)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+        return x
+
+
+def test_many_tensors_are_judged_in_groups_and_the_wrong_ones_named() -> None:
+    # Note [tensors judged in groups]: one by one, a whole network's 189 tensors took a failing
+    # U-Net five minutes; in groups of seven, 7 groups and the failing groups' 14 tensors
+    fd, grads = reference(Deep, "4,5:BC")
+    names = fd.fn.names
+    broken = list(grads)
+    for name in ("parameter 'layers.3.bias'", "parameter 'layers.17.weight'"):
+        slot = names.index(name)
+        broken[slot] = grads[slot] * 1.5
+    before = fd.evaluations
+    wrong, right = diagnose(fd, broken, 1e-6)
+    assert [f.name for f in wrong] == ["parameter 'layers.3.bias'", "parameter 'layers.17.weight'"]
+    assert right == [name for name in names if name not in {f.name for f in wrong}]
+    assert "1.5" in (wrong[0].pattern or "")
+    judged_one_by_one = 2 * len(names)  # at least one direction, two evaluations, per tensor
+    assert fd.evaluations - before < judged_one_by_one
+
+
 def test_a_step_across_a_kink_is_not_a_wrong_gradient() -> None:
     x = torch.randn(50, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     x[7] = 1e-13  # every difference step crosses ReLU's kink here

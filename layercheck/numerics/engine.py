@@ -352,12 +352,20 @@ def element_index(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class Probe:
     """Where and how far a pair of evaluations perturbs: every tensor (``slot`` None), one
-    tensor, or a region of one; ``draw`` numbers independent random directions."""
+    tensor, a group of them (a tuple of slots), or a region of one; ``draw`` numbers
+    independent random directions."""
 
     draw: int
     step: float
-    slot: int | None = None
+    slot: int | tuple[int, ...] | None = None
     region: Region | None = None
+
+    def leaves(self, index: int) -> bool:
+        """Whether the probe leaves the tensor in slot ``index`` alone (None: it perturbs all)."""
+        slot = self.region.slot if self.region is not None else self.slot
+        if slot is None:
+            return False
+        return index not in slot if isinstance(slot, tuple) else index != slot
 
     @property
     def key(self) -> str:
@@ -509,10 +517,10 @@ class FiniteDifferences(Generic[F_co]):
     def _draw(self, probe: Probe) -> list[torch.Tensor | None]:
         key = f"{self.seed}|{probe.draw}|{probe.slot}|{probe.region}"
         gen = torch.Generator().manual_seed(zlib.crc32(key.encode()))
-        slot = probe.region.slot if probe.region is not None else probe.slot
+        everything = probe.region is None and probe.slot is None
         result: list[torch.Tensor | None] = []
         for index, (value, scale) in enumerate(zip(self.fn.point, self.scales)):
-            if (slot is not None and index != slot) or (slot is None and index in self.excluded):
+            if probe.leaves(index) or (everything and index in self.excluded):
                 result.append(None)
                 continue
             # Drawn in float32 (seven times faster than float64 on a CPU); a direction only
@@ -688,10 +696,9 @@ class FiniteDifferences(Generic[F_co]):
     def spread(self, probe: Probe, grads: Sequence[torch.Tensor | None]) -> float:
         """Standard deviation of the analytic directional derivative over the probe's random
         directions: the norm of scale·gradient over the elements the probe perturbs."""
-        slot = probe.region.slot if probe.region is not None else probe.slot
         total = 0.0
         for index, (g, value, scale) in enumerate(zip(grads, self.fn.point, self.scales)):
-            if g is None or (slot is not None and index != slot):
+            if g is None or probe.leaves(index):
                 continue
             g = g.detach().to(torch.float64).reshape(-1)
             if probe.region is not None:
