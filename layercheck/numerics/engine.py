@@ -85,8 +85,8 @@ Note [steep at the base step]
     central difference at h can agree with its own extrapolation far from the derivative (a
     segmentation_models_pytorch FPN at 32x32: 112502 and 112682 at 1e-8 against an analytic
     118706, which the central difference at 1e-9 gives to six digits, while the rounding it
-    amplifies keeps every extrapolation below 1e-8 from the tolerance). Differences still moving when the
-    noise stops the steps (a whole EfficientNet-B0 at 32×32, batch of two: its central
+    amplifies keeps every extrapolation below 1e-8 from the tolerance). Differences still
+    moving when the noise stops the steps (a whole EfficientNet-B0 at 32×32, batch of two: its central
     differences settle only near 1e-12) judge nothing, and the check says so (TooNoisy: a skip)
     rather than blame the gradient.
 

@@ -13,7 +13,8 @@ Note [tensors judged in groups]
     A group's error is relative to the group's gradient, at most the whole point's: a tensor
     whose error failed the whole point fails its group as surely as the whole point, and the
     tensors of a passing group agree. Twenty tanh layers (41 tensors), two of them wrong: 75
-    evaluations instead of 111, diagnosis included.
+    evaluations instead of 111, diagnosis included; a timm ResNet-18 with a head whose bias
+    gradient is 1.5 times too large (63 tensors): 80 instead of 264 (13 s instead of 36 s).
 """
 
 from __future__ import annotations
