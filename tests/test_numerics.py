@@ -85,7 +85,7 @@ def test_one_parameter_wrong_is_named_and_located_element_by_element() -> None:
 
 
 class Deep(nn.Module):
-    """Twenty tanh layers with a weight and a bias each: 41 tensors."""
+    """Twenty tanh layers with a weight and a bias each: 40 parameters, 41 tensors with the input."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -102,7 +102,7 @@ class Deep(nn.Module):
 
 def test_many_tensors_are_judged_in_groups_and_the_wrong_ones_named() -> None:
     # Note [tensors judged in groups]: one by one, a whole network's 189 tensors took a failing
-    # U-Net five minutes; in groups of seven, 7 groups and the failing groups' 14 tensors
+    # U-Net five minutes; in groups of seven, 6 groups and the failing groups' 14 tensors
     fd, grads = reference(Deep, "4,5:BC")
     names = fd.fn.names
     broken = list(grads)

@@ -400,8 +400,7 @@ class Comparison:
     def agrees(self) -> bool:
         if self.taken_at is not None:  # below the base step: agreed there, or judges nothing (unresolved)
             return not self.unresolved
-        # A one-sided difference is held to twice the bound: its noise is twice the central's.
-        return self.central_error <= self.bound or any(abs(d - self.analytic) <= 2 * self.bound for d in self.one_sided)
+        return self.central_error <= self.bound or _one_sided_agrees(self.one_sided, self.analytic, self.bound)
 
     @property
     def kink_crossed(self) -> bool:
@@ -753,7 +752,7 @@ class FiniteDifferences(Generic[F_co]):
             if abs(numeric - analytic) > tolerance * spread + noise:  # Note [a grown step that has not settled]
                 moved = abs(extrapolated(2 * h, difference(*sums(2 * h), 2 * h)) - numeric)
                 unresolved = abs(numeric - analytic) <= tolerance * spread + noise + 2 * moved
-                crossed = any(abs(d - analytic) <= 2 * (tolerance * spread + noise) for d in one_sided)  # a kink
+                crossed = _one_sided_agrees(one_sided, analytic, tolerance * spread + noise)  # a kink
                 if not (unresolved or crossed or self._nothing_below or self.start_step > BASE_STEP):
                     below = self._below(  # Note [steep below the base step]
                         lambda step: extrapolated(step, difference(*sums(step), step)), analytic, tolerance * spread,
@@ -806,6 +805,12 @@ class FiniteDifferences(Generic[F_co]):
             if error + bound < nearest:
                 closest, nearest = (step, tried[-1][0], bound, False), error + bound
         return closest
+
+
+def _one_sided_agrees(one_sided: tuple[float, float], analytic: float, bound: float) -> bool:
+    """Whether a one-sided difference agrees with ``analytic`` (Note [kinks]): held to twice the
+    central difference's ``bound``, as its noise is twice the central's."""
+    return any(abs(d - analytic) <= 2 * bound for d in one_sided)
 
 
 def _settled(tried: Sequence[tuple[float, float]], analytic: float, allowed: float) -> bool:

@@ -87,9 +87,9 @@ def judge(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.T
           slot: int | tuple[int, ...] | None = None, region: Region | None = None, outputs: Sequence[int] | None = None,
           draws: int = 2, retry: bool = True, step: float | None = None) -> Verdict:
     """Compare ``grads`` with the differences along ``draws`` random directions (over every
-    slot, one slot, a group of slots, or a region); a failing set is retried once with fresh directions
-    (Note [kinks] in engine.py). Unless ``step`` is given, the step grows for layers that
-    compute in lower precision (Note [precision] in engine.py)."""
+    slot, one slot, a group of slots, or a region); a failing set is retried once with fresh
+    directions (Note [kinks] in engine.py). Unless ``step`` is given, the step grows for layers
+    that compute in lower precision (Note [precision] in engine.py)."""
     spread = fd.spread(Probe(0, BASE_STEP, slot, region), grads)
     if step is None:
         step = fd.step_for(spread, tolerance)
