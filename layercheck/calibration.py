@@ -63,7 +63,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from layercheck.compare import EXACT, Allowance, AllowanceFor, largest, scaled_allowance
+from layercheck.compare import EXACT, Allowance, AllowanceFor, largest, real_view, scaled_allowance
 from layercheck.context import Context
 from layercheck.errors import LayerRaised
 from layercheck.layout import Layout
@@ -239,6 +239,8 @@ def _perturbed(ctx: Context, k: int, fresh: Callable[[], Subject]) -> tuple[Subj
 
 
 def _nudged(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    if x.is_complex():  # a Fourier layer's complex weights: their real and imaginary parts
+        return torch.view_as_complex(_nudged(real_view(x.detach()), gen))
     up = torch.rand(x.shape, generator=gen) < 0.5
     toward = torch.where(up, torch.full((), float("inf")), torch.full((), float("-inf"))).to(x.device, x.dtype)
     return torch.nextafter(x.detach(), toward)

@@ -413,3 +413,30 @@ def test_the_trace_finds_surrogate_functions_and_ignores_autograd_s_own_detaches
     traced = trace(LayerFunction(subject, subject.inputs()))
     assert traced.surrogates == (_Heaviside,)
     assert traced.straight_through == () and traced.detached == 0 and traced.lowest == torch.float64
+
+
+class _CfloatSpectrum(nn.Module):
+    """A Fourier filter whose spectrum is written into a torch.cfloat buffer (Li et al.'s FNO)."""
+
+    def __init__(self, cast: bool) -> None:
+        super().__init__()
+        self.cast = cast
+        self.weight = nn.Parameter(torch.linspace(-1, 1, 5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        spectrum = torch.fft.rfft(x)
+        out = torch.zeros(spectrum.shape, dtype=torch.cfloat if self.cast else spectrum.dtype)
+        out[..., :5] = spectrum[..., :5] * self.weight
+        return torch.fft.irfft(out, n=x.shape[-1])
+
+
+@pytest.mark.parametrize("cast", [True, False])
+def test_the_trace_follows_values_through_an_fft(cast: bool) -> None:
+    """Note [float32 islands]: a spectrum is complex; values computed through it are followed as
+    the real ones before it, so a complex64 spectrum in the float64 copy is a float32 island (it
+    was not seen: the trace followed floating tensors only)."""
+    from layercheck.numerics.trace import trace
+
+    subject = Target(_CfloatSpectrum, [Layout.parse("3,16:BT")], kwargs={"cast": cast}).build(dtype=torch.float64)
+    traced = trace(LayerFunction(subject, subject.inputs()))
+    assert traced.lowest == (torch.float32 if cast else torch.float64)

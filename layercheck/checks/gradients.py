@@ -315,7 +315,8 @@ def float64_run(ctx: Context) -> Analytic:
     and what ``backward_size`` reads a hand-written backward's float64 dtypes from.
     Raises LayerRaised when the float64 forward raises."""
     return ctx.shared("layercheck.gradients.float64.analytic",
-                      lambda: _analytic(ctx, ctx.fresh(torch.float64), traced=True), readers=_READERS)
+                      lambda: _analytic(ctx, fresh_copy(ctx, torch.float64), traced=True),
+                      readers=_READERS)
 
 
 @dataclass
@@ -454,7 +455,7 @@ def _beside(ctx: Context, dtype: torch.dtype, *, sample: bool = False) -> Subjec
     moved = ctx.shared("layercheck.gradients.nudged", lambda: _nudged_parameters(ctx), readers=("gradients",))
     if not moved:
         return None
-    subject = ctx.fresh(dtype, sample=sample)
+    subject = fresh_copy(ctx, dtype, sample=sample)
     assert subject.module is not None
     with torch.no_grad():
         for name, p in subject.module.named_parameters():
@@ -465,8 +466,40 @@ def _beside(ctx: Context, dtype: torch.dtype, *, sample: bool = False) -> Subjec
 
 def _fresh(ctx: Context, dtype: torch.dtype, beside: bool, *, sample: bool = False) -> Subject:
     """A fresh layer, at the point or beside it."""
-    subject = _beside(ctx, dtype, sample=sample) if beside else ctx.fresh(dtype, sample=sample)
+    subject = _beside(ctx, dtype, sample=sample) if beside else fresh_copy(ctx, dtype, sample=sample)
     assert subject is not None  # a reference is taken beside the point only where there are parameters to move
+    return subject
+
+
+def _complex64_parameters(ctx: Context) -> list[str]:
+    """The parameters ``layer.double()`` leaves complex64 (Note [complex weights in float64])."""
+    module = ctx.target.pristine()
+    return [f"parameter {name!r}" for name, p in ([] if module is None else module.named_parameters())
+            if p.dtype == torch.complex64]
+
+
+# Note [complex weights in float64]
+#     ``layer.double()`` casts floating tensors only: a Fourier layer's complex64 weights stay
+#     complex64 in the float64 copy (neuraloperator's SpectralConv, Li et al.'s FNO). Differenced
+#     there, each step rounds the moved weights to float32: an error in the displacement itself,
+#     the same in every output, which the noise estimate (a median over output chunks) cannot
+#     see. An FNO layer that casts its weights to the spectrum's dtype was skipped as too steep
+#     at one seed in four for it, and its double backward failed by 50% at another: the first
+#     gradient of a complex64 weight is float32-precise. So the copies the gradient checks take
+#     their float64 references from have their complex64 parameters and buffers made complex128
+#     as well: the same operations on the same values, without float32's rounding. A layer that
+#     then still computes in complex64 somewhere (it allocates its spectrum as torch.cfloat) is a
+#     float32 island there (Note [float32 islands] in numerics/trace.py) and is differenced as
+#     one. The dtype check keeps ``layer.double()`` as users call it: a layer that cannot run
+#     after it fails there, whatever these copies do.
+def fresh_copy(ctx: Context, dtype: torch.dtype, *, sample: bool = False) -> Subject:
+    """A fresh layer in ``dtype`` for the gradient checks; in float64, with its complex
+    parameters and buffers in complex128 too (Note [complex weights in float64])."""
+    subject = ctx.fresh(dtype, sample=sample)
+    if dtype is torch.float64 and subject.module is not None:
+        for t in [*subject.module.parameters(), *subject.module.buffers()]:
+            if t.dtype == torch.complex64:
+                t.data = t.data.to(torch.complex128)
     return subject
 
 
@@ -1193,16 +1226,16 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
     if verdict.passed:
         for note in _dead_tensors(ctx, ref):
             ctx.note(note)
-        complex_low = [name for name, t in zip(names, ref.fd.fn.point) if t.is_floating_point()
-                       and t.dtype != torch.float64]
+        complex_low = _complex64_parameters(ctx)
         if complex_low:
-            ctx.note(f"{', '.join(complex_low)} stay(s) complex64 in the float64 copy (layer.double() casts floating "
-                     "tensors only): differenced through its float32 real and imaginary parts, so the gradient check "
-                     f"was done at float32's precision")
-        elif verdict.precision != torch.float64:
-            ctx.note(f"the layer computes in {dtype_name(verdict.precision)} inside even in float64 (a .float() or "
-                     f"a {dtype_name(verdict.precision)} constant): its float64 gradients are as precise as that "
-                     "allows, and the gradient check was done at that precision")
+            ctx.note(f"{', '.join(complex_low)} stay(s) complex64 under layer.double() (it casts floating tensors "
+                     "only): the float64 reference made it complex128, differenced as its real and imaginary parts")
+        if verdict.precision != torch.float64:
+            low = dtype_name(verdict.precision)
+            spectrum = " or a complex64 spectrum (torch.cfloat)" if verdict.precision == torch.float32 else ""
+            ctx.note(f"the layer computes in {low} inside even in float64 (a .float(), a {low} constant{spectrum}): "
+                     "its float64 gradients are as precise as that allows, and the gradient check was done at that "
+                     "precision")
         if ref.widened is not None:
             details["widened"] = ref.widened
             ctx.note(f"the layer computes in a lower precision inside even in float64 (a .float()): {ref.widened}")

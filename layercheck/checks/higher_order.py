@@ -46,6 +46,7 @@ from layercheck.checks.gradients import (
     _custom_functions,
     _disagreement,
     float64_reference,
+    fresh_copy,
     skip_if_not_differentiable,
 )
 from layercheck.numerics.engine import EPS64, Comparison, FiniteDifferences, Probe
@@ -142,7 +143,7 @@ def gradgrad(ctx: Context) -> tuple[str, dict[str, Any]]:
     backward's Function a correct backward of its own.
     """
     ref = _reference(ctx)
-    subject = ctx.fresh(torch.float64)
+    subject = fresh_copy(ctx, torch.float64)
     fn = LayerFunction(subject, subject.inputs())
     kept = [w if differentiable else None for w, differentiable in zip(ref.run.cotangents, ref.run.differentiable)]
     first = GradientFunction(fn, kept, _contraction(ctx, ref))
@@ -156,7 +157,7 @@ def gradgrad(ctx: Context) -> tuple[str, dict[str, Any]]:
                           traceback=exc.trace) from exc
     if first.delayed:
         raise _once_differentiable(fn)
-    fd = FiniteDifferences(first, [first.contraction], seed=ctx.seed)
+    fd = FiniteDifferences(first, [first.contraction], seed=ctx.seed, precision=ref.fd.precision)
     with skip_if_not_differentiable():
         verdict = judge(fd, hvp, ctx.tolerance(torch.float64))
     details: dict[str, Any] = {**verdict.to_dict(), "tensors": first.names, "evaluations": fd.evaluations}
@@ -241,7 +242,7 @@ def forward_ad(ctx: Context) -> tuple[str, dict[str, Any]]:
     with ``ctx.save_for_forward`` (the bundled SReLU and PReLU show how).
     """
     ref = _reference(ctx)
-    subject = ctx.fresh(torch.float64)
+    subject = fresh_copy(ctx, torch.float64)
     fn = LayerFunction(subject, subject.inputs())
     tolerance = ctx.tolerance(torch.float64)
     rows: list[dict[str, Any]] = []
@@ -347,7 +348,7 @@ def _forward_derivatives(fn: LayerFunction, tangents: Sequence[torch.Tensor | No
                     # inputs every check is given (Target.inputs(share=True)), which a layer
                     # that writes into its input would change
                     inputs[index] = fwAD.make_dual(fn.point[slot].clone(), tangents[slot])
-            duals = {id(p): fwAD.make_dual(p.detach(), u)
+            duals = {id(p): fwAD.make_dual(p.detach(), _tangent_of(p, u))
                      for (_, p), u in zip(fn.parameters, tangents[offset:]) if u is not None}
             with _parameters_replaced(fn.subject.module, duals):
                 outputs = Outputs.of(fn.subject.forward(inputs)).floating
@@ -361,6 +362,13 @@ def _forward_derivatives(fn: LayerFunction, tangents: Sequence[torch.Tensor | No
         raise _no_forward_mode(exc, fn) from exc
     finally:
         fn.subject.rewind(fn.state)
+
+
+def _tangent_of(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The tangent of parameter ``p`` along ``u``, its part of a difference direction: for a
+    complex parameter (a Fourier layer's weights), differenced as its real and imaginary parts,
+    the complex tensor of those parts."""
+    return torch.view_as_complex(u.to(p.real.dtype).contiguous()) if p.is_complex() else u
 
 
 @contextlib.contextmanager

@@ -348,7 +348,7 @@ class GradientFunction:
         ws = [w.clone().requires_grad_(True) for w in self.point[count:]]
         try:
             grads, leaves = self.first(self.fn.point[:count] + ws, create_graph=True)
-            pieces = [(g.reshape(-1) * u).sum() for g, u in zip(grads, self._split(self.contraction))
+            pieces = [(real_view(g).reshape(-1) * u).sum() for g, u in zip(grads, self._split(self.contraction))
                       if g is not None and g.requires_grad]
             self.detached = not pieces
             if self.detached:

@@ -203,7 +203,7 @@ class _Recorder(TorchDispatchMode):
         grad = torch.is_grad_enabled()
         if grad and any(_storage(t) in self.stopped for t in inputs):
             self.stopped_uses.append(str(func.__name__ if hasattr(func, "__name__") else func))
-        tainted = [t for t in inputs if t.is_floating_point() and t in self.tainted]
+        tainted = [t for t in inputs if _inexact(t) and t in self.tainted]
         if self.forward:  # what the layer computes; the backward's detaches are no estimator's
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
             self._follow_steps(name, inputs, tainted, out, grad)
@@ -213,14 +213,14 @@ class _Recorder(TorchDispatchMode):
         if tainted:
             stopped = not grad and self.explicit_no_grad
             for t in tree_leaves(out):
-                if isinstance(t, torch.Tensor) and t.is_floating_point():
+                if isinstance(t, torch.Tensor) and _inexact(t):
                     self.tainted.set(t)
                     if stopped:
                         self.stopped.add(_storage(t))
                         self.held.append(t)
                     # a piecewise-constant value (float32 spikes) does not move under a step: exact
                     if torch.finfo(t.dtype).eps > torch.finfo(self.lowest).eps and not self._constant(t):
-                        self.lowest = t.dtype
+                        self.lowest = t.dtype.to_real()  # a complex64 spectrum computes in float32
         return out
 
     def _follow_steps(self, name: str, inputs: list[torch.Tensor], tainted: list[torch.Tensor], out: Any,
@@ -357,3 +357,9 @@ def _storage(t: torch.Tensor) -> int:
         return int(t.untyped_storage().data_ptr())
     except (RuntimeError, NotImplementedError):
         return id(t)
+
+
+def _inexact(t: torch.Tensor) -> bool:
+    """Floating or complex: what a layer computes from its inputs and parameters through an FFT
+    (a spectrum) is followed as the real values before it are."""
+    return t.is_floating_point() or t.is_complex()

@@ -2,14 +2,16 @@
 writes it): rfft, the lowest modes multiplied by learned complex weights, irfft. Its weights
 are complex: layer.double() leaves them complex64 (the layer casts them to the spectrum's
 dtype), a cast with .to(dtype) would have dropped their imaginary parts, and the gradient check
-differences them as their real and imaginary parts."""
+makes them complex128 in its float64 copy and differences them as their real and imaginary
+parts (and gradgrad and forward_ad, run here too, differentiate them the same way)."""
 
 import torch
 from torch import nn
 
 LAYOUTS = ["3,4,16:BCT"]
 EXPECT_FAIL: set[str] = set()
-EXPECT_NOTES = {"gradients": "stay(s) complex64 in the float64 copy"}
+ENABLE = ["gradgrad", "forward_ad"]
+EXPECT_NOTES = {"gradients": "stay(s) complex64 under layer.double()"}
 
 
 class SpectralConv1d(nn.Module):
