@@ -335,6 +335,34 @@ def test_registered_tensors_leaves_out_attributes_no_call_reads_or_that_share_a_
     assert r.status is Status.FAILED and r.details["attributes"] == ["skip"]
 
 
+class StrideCarried(nn.Module):
+    """ultralytics' Detect keeps its strides as a plain tensor and overrides _apply (on its model)
+    to move and cast them with the layer."""
+
+    def __init__(self, carried: bool = True) -> None:
+        super().__init__()
+        self.carried = carried
+        self.stride = torch.tensor([8.0, 16.0, 32.0])
+
+    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+        self = super()._apply(fn, recurse)
+        if self.carried:
+            self.stride = fn(self.stride)
+        return self
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.stride
+
+
+def test_registered_tensors_leaves_out_attributes_the_layer_s_own_apply_moves() -> None:
+    r = result(run(StrideCarried, "4,3:BC", checks=("registered_tensors",)), "registered_tensors")
+    assert r.status is Status.PASSED, r.message
+    assert "1 plain tensor attribute(s) the layer's own _apply moves and casts with it" in r.message
+    left = Target(StrideCarried, [Layout.parse("4,3:BC")], kwargs={"carried": False})
+    r = result(run_target(left, select(only=["registered_tensors"])), "registered_tensors")
+    assert r.status is Status.FAILED and r.details["attributes"] == ["stride"]
+
+
 class StagedLosses(nn.Module):
     """A residual quantiser's per-stage losses: computed in training, zeros in eval."""
 

@@ -384,6 +384,9 @@ def registered_tensors(ctx: Context) -> str:
     gave its ``MaskedLinear`` layers (which register them as buffers) in a list, and a skip mask
     it never uses; the buffers carry what the layer computes with, and a read of such a copy
     after ``.to()`` or ``.double()`` is the ``device``, ``meta_device`` and ``dtype`` checks'.
+    Nor is one the layer's own ``_apply`` moves with it (ultralytics' ``Detect`` keeps its
+    ``stride`` so), or one that shares such an attribute's memory (its model's ``stride``, the
+    same tensor): ``.to()`` and the casts see it; the message names it.
     """
     subject = ctx.fresh()
     module = subject.module
@@ -393,6 +396,7 @@ def registered_tensors(ctx: Context) -> str:
     before = _unregistered(module, registered)
     found: list[tuple[str, str, torch.Tensor]] = []
     unused: list[str] = []
+    carried = _carried_by_the_layer(ctx, {name for name, _, t in before if t.numel()}) if before else []
     if before:
         with _Reads() as reads, contextlib.suppress(LayerRaised):
             subject.predict(subject.inputs())
@@ -400,11 +404,12 @@ def registered_tensors(ctx: Context) -> str:
         recomputed = {name for name, _, t in before if after.get(name, id(t)) != id(t)}
         with reads, contextlib.suppress(LayerRaised):
             subject.forward(subject.inputs(), grad=False)
-        # what a call reads and no registered tensor holds
+        # what a call reads and no registered tensor holds (nor one the layer's _apply carries)
         held = reads.storages - {_storage_of(t) for t in registered_tensors if t.numel()}
+        held -= {_storage_of(t) for name, _, t in before if name in carried}
         for item in before:
             name, _, t = item
-            if name in recomputed or t.numel() == 0:
+            if name in recomputed or name in carried or t.numel() == 0:
                 continue
             if _storage_of(t) in held:
                 found.append(item)
@@ -426,7 +431,24 @@ def registered_tensors(ctx: Context) -> str:
                     f"memory of a registered tensor: {', '.join(unused)}")
     if empty:
         message += f"; {len(empty)} empty placeholder(s) left out: {', '.join(empty)}"
+    if carried:
+        message += (f"; {len(carried)} plain tensor attribute(s) the layer's own _apply moves and casts with it "
+                    f"(.to(), .double() see them; state_dict() does not): {', '.join(carried)}")
     return message
+
+
+def _carried_by_the_layer(ctx: Context, names: set[str]) -> list[str]:
+    """Those of the plain tensor attributes ``names`` that a fresh layer moved to the meta device
+    takes along: a layer that overrides ``_apply`` to move them (ultralytics' ``Detect`` moves
+    its ``stride`` so) is seen by ``.to()`` and the casts as registered tensors are."""
+    module = ctx.fresh().module
+    assert module is not None
+    try:
+        moved = module.to("meta")
+    except Exception:  # a layer that cannot go to meta: what its _apply does is not known
+        return []
+    kept = {id(t) for t in [*moved.parameters(), *moved.buffers()]}
+    return [name for name, _, t in _unregistered(moved, kept) if name in names and t.device.type == "meta"]
 
 
 class _Reads(torch.overrides.TorchFunctionMode):
