@@ -163,6 +163,29 @@ def test_observations_skipped_without_a_batch_dimension() -> None:
     assert (r.status, r.message) == (Status.SKIPPED, "no input has a B (batch) dimension")
 
 
+class ContrastiveLoss(nn.Module):
+    """A batch-wide loss that needs two observations (lightly's VICRegLoss asserts it)."""
+
+    def __init__(self, keep_batch: bool = False) -> None:
+        super().__init__()
+        self.keep_batch = keep_batch
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        assert a.shape[0] > 1, "needs a batch of two or more"
+        per = (a - a.mean(0)) * (b - b.mean(0)) / a.std(0)
+        return per.sum(1) if self.keep_batch else per.mean()
+
+
+def test_observations_skips_a_loss_over_the_batch_that_a_batch_of_one_cannot_take() -> None:
+    """A scalar over the batch has no observation to compare: that a batch of one raises for
+    it is no failure (it was one). A per-observation output still fails when a batch of one raises."""
+    r = result(run(ContrastiveLoss, "4,3:BC", "4,3:BC", checks=("observations",)), "observations")
+    assert r.status is Status.SKIPPED and "no output has a dimension of the batch's size (4)" in r.message
+    kept = Target(ContrastiveLoss, [Layout.parse("4,3:BC")] * 2, kwargs={"keep_batch": True})
+    r = result(run_target(kept, select(only=["observations"])), "observations")
+    assert r.status is Status.FAILED and "a batch of one observation" in r.message
+
+
 def test_observations_skipped_when_predict_is_random_deterministic_blames_it() -> None:
     report = run_zoo("deterministic_predict_noise")
     assert result(report, "observations").status is Status.SKIPPED

@@ -59,6 +59,11 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
         subject.rewind(initial)
     else:
         batched = reference_predict(ctx).outputs
+    if not any(size in y.shape for y in batched):
+        # a reduction over the batch (a loss, a batch statistic): a batch of one need not even
+        # be valid for it (a contrastive loss asserts two observations)
+        raise CheckSkipped(f"no output has a dimension of the batch's size ({size}): each reduces over the batch "
+                           "(a loss, a batch statistic), so none can be compared observation by observation")
     picks = sorted({round(k * (size - 1) / (_SAMPLED - 1)) for k in range(_SAMPLED)})
     found: list[int | None] | None = None
     for i in picks:
