@@ -188,11 +188,14 @@ class _Text:
 
 
 def backward_functions(tree: ast.AST) -> list[ast.FunctionDef]:
-    """The ``backward`` and ``vjp`` static- and classmethods of every class in a module, and
-    its reversible blocks' ``backward_pass`` methods."""
+    """The ``backward`` and ``vjp`` static- and classmethods of every class in a module (and
+    undecorated ones whose first parameter is ``ctx``: diffsort's Function is written so, which
+    ``Function.apply`` calls through the class all the same), and its reversible blocks'
+    ``backward_pass`` methods."""
     return [item for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for item in cls.body
-            if isinstance(item, ast.FunctionDef) and ((item.name in MUTATED and _bound(item) is not None)
-                                                      or item.name in BLOCK_MUTATED)]
+            if isinstance(item, ast.FunctionDef) and ((item.name in MUTATED and (
+                _bound(item) is not None or (item.args.args and item.args.args[0].arg == "ctx")))
+                or item.name in BLOCK_MUTATED)]
 
 
 def _bound(fn: ast.FunctionDef) -> str | None:
@@ -701,6 +704,14 @@ THIRD_PARTY = [
            ("2,1,4,4:BCSS", "2,1,6,2,2,2:BCUSSU")),
           ("INV_J2PLUS", "[qshift('qshift_a')[i] for i in (2, 6, 3, 7)]", "lows, highs", "",
            ("2,1,4,4:BCSS", "2,1,6,2,2,2:BCUSSU")))],
+    # diffsort's normal CDF (a Function written without @staticmethod), through a differentiable
+    # sorting network with the Gaussian relaxation
+    ("diffsort NormalCDF (DiffSortNet, gaussian)", "diffsort.functional",
+     "import diffsort.diffsort as _net\n\n\nclass LAYER(nn.Module):\n    def __init__(self):\n"
+     "        super().__init__()\n        self.net = _net.DiffSortNet('odd_even', 4, steepness=10, "
+     "distribution='gaussian')\n\n    def forward(self, x):\n        original, _net.sort = "
+     "_net.sort, M.sort\n        try:\n            return self.net(x)\n        finally:\n"
+     "            _net.sort = original", ("3,4:BC",)),
     # Hugging Face transformers' hand-written backward passes: SEW-D's (DeBERTa's) masked softmax
     # and dropout, BLOOM's GELU (its backward calls the module's bloom_gelu_back), RecurrentGemma's
     # square root whose derivative is clipped (at 1000, beyond these inputs)

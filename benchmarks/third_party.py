@@ -25,7 +25,7 @@ beside a CPU torch without pulling another torch:
         torchdiffeq scipy torchsde trampoline roma torch-struct fft-conv-pytorch pytorch-tcn kan-gpt pykan \
         pyro-ppl zuko normflows torch-harmonics peft accelerate torchao segmentation-models-pytorch vit-pytorch \
         neuraloperator tensorly tensorly-torch diffusers ultralytics opencv-python-headless open_clip_torch ftfy \
-        wcwidth lightly \
+        wcwidth lightly diffsort \
         scikit-learn joblib threadpoolctl narwhals cloudpickle pandas matplotlib cycler fonttools kiwisolver \
         pyparsing python-dateutil six pillow
 
@@ -1418,6 +1418,12 @@ LAYERS = [
         ("NTXentLoss", lambda m: m.NTXentLoss()), ("BarlowTwinsLoss", lambda m: m.BarlowTwinsLoss()),
         ("VICRegLoss", lambda m: m.VICRegLoss()), ("DCLLoss", lambda m: m.DCLLoss()),
         ("NegativeCosineSimilarity", lambda m: m.NegativeCosineSimilarity()))],
+    # diffsort: differentiable sorting networks (its Gaussian relaxation a Function without @staticmethod)
+    *[Layer(f"diffsort DiffSortNet ({network}, {distribution})", "diffsort",
+            lambda m, network=network, distribution=distribution: m.DiffSortNet(
+                network, 4, steepness=10, distribution=distribution), ("3,4:BC",))
+      for network, distribution in (("odd_even", "cauchy"), ("odd_even", "gaussian"), ("bitonic", "logistic_phi"),
+                                    ("bitonic", "optimal"))],
     # neuraloperator: Fourier neural operators (complex64 spectral weights, dense and tensor-factorised)
     *[Layer(f"neuraloperator SpectralConv {name}", "neuralop.layers.spectral_convolution",
             lambda m, modes=modes, kwargs=kwargs: m.SpectralConv(4, 4, n_modes=modes, **kwargs), (layout,))
@@ -1637,6 +1643,15 @@ FINDINGS: dict[tuple[str, str], str] = {
         "attribute that copy.deepcopy refuses (EMA teachers, AveragedModel); torch.nn.utils.parametrizations."
         "weight_norm copies") for name in ("DINOProjectionHead", "DINOProjectionHead, last layer frozen",
                                           "DINOv2ProjectionHead")},
+    **{(f"diffsort DiffSortNet ({network}, {distribution})", check): why
+       for network, distribution in (("odd_even", "cauchy"), ("odd_even", "gaussian"), ("bitonic", "logistic_phi"),
+                                     ("bitonic", "optimal"))
+       for check, why in (
+           ("registered_tensors", "a bug upstream: it keeps its sorting network's matrices in a plain list "
+                                  "(self.sorting_network), so .to(device) leaves them behind (it takes device= in "
+                                  "its constructor instead) and state_dict() never sees them"),
+           ("meta_device", "true: the same plain list stays on the CPU when the layer moves, and its forward asserts "
+                           "that the network and the vectors share a device"))},
     ("lightly NNMemoryBankModule", "backward_runs"): (
         "by design: it returns the nearest neighbours of its input in its memory bank (a buffer), which carry no "
         "gradient; NNCLR uses them as stop-gradient targets"),
