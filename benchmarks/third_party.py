@@ -62,6 +62,7 @@ SPHERE = "2,3,8,16:BCSS"  # an equiangular grid of 8 latitudes and 16 longitudes
 _FOURIER_IMAGE = "2,4,8,8:BCSS"
 SEQUENCE8, _TEMB = "2,6,8:BTC", "2,16:BC"  # diffusers' token sequences and time embeddings
 VECTOR8 = "4,8:BC"
+_GREY16, _GREY32 = "2,1,16,16:BCSS", "2,1,32,32:BCSS"  # MONAI's whole networks
 _DINO = {"input_dim": 8, "hidden_dim": 16, "bottleneck_dim": 4, "output_dim": 6}
 
 
@@ -690,6 +691,36 @@ LAYERS = [
         ("ChannelPad", lambda m: m.layers.ChannelPad(2, 8, 10, mode="pad"), (IMAGE,)),
         ("DropPath", lambda m: m.layers.DropPath(0.3), (IMAGE,)),
         ("VectorQuantizer", lambda m: m.layers.VectorQuantizer(m.layers.EMAQuantizer(2, 16, 8)), (IMAGE,)))],
+    # MONAI's networks whole, 2-d and tiny (one grey channel): U-Nets, a residual encoder-decoder, VNet,
+    # HighResNet, autoencoders, a classifier and regressor, DenseNet, ResNet, UNETR, SwinUNETR, ViT
+    *[Layer(f"monai {name} (whole)", "monai.networks.nets", make, (layout,)) for name, make, layout in (
+        ("UNet", lambda m: m.UNet(2, 1, 2, channels=(4, 8, 16), strides=(2, 2), num_res_units=1), _GREY16),
+        ("BasicUNet", lambda m: m.BasicUNet(2, 1, 2, features=(4, 4, 8, 8, 16, 4)), _GREY32),
+        ("SegResNet", lambda m: m.SegResNet(2, init_filters=8, in_channels=1, out_channels=2, blocks_down=(1, 1),
+                                            blocks_up=(1,)), _GREY16),
+        ("AttentionUnet", lambda m: m.AttentionUnet(2, 1, 2, channels=(4, 8, 16), strides=(2, 2)), _GREY16),
+        ("DynUNet", lambda m: m.DynUNet(2, 1, 2, kernel_size=(3, 3, 3), strides=(1, 2, 2), upsample_kernel_size=(2, 2),
+                                        filters=(4, 8, 16)), _GREY16),
+        ("VNet", lambda m: m.VNet(2, 1, 2, dropout_prob_down=0.0, dropout_prob_up=(0.0, 0.0)), _GREY32),
+        ("HighResNet", lambda m: m.HighResNet(2, 1, 2, layer_params=(
+            {"name": "conv_0", "n_features": 4, "kernel_size": 3},
+            {"name": "res_1", "n_features": 4, "kernels": (3, 3), "repeat": 1},
+            {"name": "conv_1", "n_features": 8, "kernel_size": 1}, {"name": "conv_2", "kernel_size": 1})), _GREY16),
+        ("AutoEncoder", lambda m: m.AutoEncoder(2, 1, 1, channels=(4, 8), strides=(2, 2)), _GREY16),
+        ("VarAutoEncoder", lambda m: m.VarAutoEncoder(2, (1, 16, 16), 1, 4, channels=(4, 8), strides=(2, 2)),
+         _GREY16),
+        ("Classifier", lambda m: m.Classifier((1, 16, 16), 3, channels=(4, 8), strides=(2, 2)), _GREY16),
+        ("Regressor", lambda m: m.Regressor((1, 16, 16), (2,), channels=(4, 8), strides=(2, 2)), _GREY16),
+        ("DenseNet (two blocks)", lambda m: m.DenseNet(2, 1, 3, init_features=8, growth_rate=4, block_config=(2, 2)),
+         _GREY32),
+        ("ResNet (basic, one block a stage)", lambda m: m.ResNet("basic", [1, 1, 1, 1], [4, 8, 16, 32], spatial_dims=2,
+                                                                 n_input_channels=1, num_classes=3), _GREY32),
+        ("UNETR", lambda m: m.UNETR(1, 2, (16, 16), feature_size=4, hidden_size=16, mlp_dim=32, num_heads=2,
+                                    spatial_dims=2, proj_type="conv"), _GREY16),
+        ("SwinUNETR", lambda m: m.SwinUNETR(in_channels=1, out_channels=2, feature_size=12, spatial_dims=2,
+                                            depths=(1, 1, 1, 1), num_heads=(1, 1, 1, 1)), "2,1,64,64:BCSS"),
+        ("ViT", lambda m: m.ViT(1, (16, 16), (4, 4), hidden_size=16, mlp_dim=32, num_layers=1, num_heads=2,
+                                spatial_dims=2, classification=True, num_classes=3), _GREY16))],
     *[Layer(f"transformers {name}", "transformers", make, (SEQUENCE,)) for name, make in (
         *[(activation, lambda m, a=activation: getattr(importlib.import_module("transformers.activations"), a)())
           for activation in ("GELUActivation", "NewGELUActivation", "FastGELUActivation", "QuickGELUActivation",
@@ -1500,10 +1531,10 @@ FINDINGS: dict[tuple[str, str], str] = {
         "a bug upstream: with more than one key bucket (buckets of 4 keys here, for 5 keys) its hand-written "
         "backward is wrong; torch.autograd.gradcheck agrees in float64 (with the default dtype set to float64, so "
         "that its row sums are not kept in float32); with one bucket it agrees"),
-    ("monai TransformerBlock", "backward_runs"): (
+    **{(f"monai {name}", "backward_runs"): (
         "a bug upstream (Project-MONAI/MONAI#8845): norm_cross_attn is built even without cross-attention and never "
         "used, so its parameters get no gradient (DistributedDataParallel refuses that unless "
-        "find_unused_parameters=True)"),
+        "find_unused_parameters=True)") for name in ("TransformerBlock", "UNETR (whole)", "ViT (whole)")},
     ("vector-quantize-pytorch VectorQuantize, learnable codebook", "needs_input_grad"): (
         "by design, but a trap: it applies the straight-through estimator only when the input requires grad, so "
         "with the input frozen the codebook gets the output's gradient directly and with it not: freezing the "
