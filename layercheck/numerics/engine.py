@@ -709,6 +709,11 @@ class FiniteDifferences(Generic[F_co]):
             total += scale * scale * float(torch.dot(g, g))  # one pass, no full-size temporary
         return math.sqrt(total)
 
+    def analytic(self, probe: Probe, grads: Sequence[torch.Tensor | None]) -> float:
+        """The analytic directional derivative along the probe's direction: <grads, u>."""
+        return sum(float(torch.dot(g.detach().to(u.device, torch.float64).reshape(-1), u.reshape(-1)))
+                   for g, u in zip(grads, self.directions(probe)) if g is not None and u is not None)
+
     def compare(self, probe: Probe, grads: Sequence[torch.Tensor | None], tolerance: float, *,
                 outputs: Sequence[int] | None = None, spread: float | None = None) -> Comparison:
         """Analytic directional derivative from ``grads`` against the differences along ``probe``
@@ -737,8 +742,7 @@ class FiniteDifferences(Generic[F_co]):
 
         numeric = difference(up, down, h)
         noise = self.noise_bound(h) * (math.sqrt(13) if inward else 1.0)  # sqrt(9 + 16 + 1) over sqrt(2)
-        analytic = sum(float(torch.dot(g.detach().to(u.device, torch.float64).reshape(-1), u.reshape(-1)))
-                       for g, u in zip(grads, self.directions(probe)) if g is not None and u is not None)
+        analytic = self.analytic(probe, grads)
         spread = self.spread(probe, grads) if spread is None else spread
 
         def extrapolated(step: float, central: float) -> float:  # Richardson from step and 2·step: no h² error
