@@ -396,7 +396,7 @@ def registered_tensors(ctx: Context) -> str:
     before = _unregistered(module, registered)
     found: list[tuple[str, str, torch.Tensor]] = []
     unused: list[str] = []
-    carried = _carried_by_the_layer(ctx, {name for name, _, t in before if t.numel()}) if before else []
+    carried: list[str] = []
     if before:
         with _Reads() as reads, contextlib.suppress(LayerRaised):
             subject.predict(subject.inputs())
@@ -406,15 +406,17 @@ def registered_tensors(ctx: Context) -> str:
             subject.forward(subject.inputs(), grad=False)
         # what a call reads and no registered tensor holds (nor one the layer's _apply carries)
         held = reads.storages - {_storage_of(t) for t in registered_tensors if t.numel()}
-        held -= {_storage_of(t) for name, _, t in before if name in carried}
-        for item in before:
-            name, _, t = item
-            if name in recomputed or name in carried or t.numel() == 0:
+        kept = [item for item in before if item[0] not in recomputed and item[2].numel()]
+        read = {name for name, _, t in kept if _storage_of(t) in held}
+        carried = _carried_by_the_layer(ctx, read) if read else []  # a layer built only where one is read
+        held -= {_storage_of(t) for name, _, t in kept if name in carried}
+        for item in kept:
+            if item[0] in carried:
                 continue
-            if _storage_of(t) in held:
+            if _storage_of(item[2]) in held:
                 found.append(item)
             else:
-                unused.append(name)
+                unused.append(item[0])
     empty = [name for name, _, t in before if t.numel() == 0]
     if found:
         listed = "; ".join(
