@@ -187,12 +187,13 @@ class _Text:
         return data.decode()
 
 
-def backward_functions(tree: ast.AST) -> list[ast.FunctionDef]:
+def backward_functions(tree: ast.AST, classes: Sequence[str] = ()) -> list[ast.FunctionDef]:
     """The ``backward`` and ``vjp`` static- and classmethods of every class in a module (and
     undecorated ones whose first parameter is ``ctx``: diffsort's Function is written so, which
     ``Function.apply`` calls through the class all the same), and its reversible blocks'
-    ``backward_pass`` methods."""
-    return [item for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for item in cls.body
+    ``backward_pass`` methods; of the named ``classes`` only, when some are named."""
+    return [item for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) and (not classes or cls.name in classes)
+            for item in cls.body
             if isinstance(item, ast.FunctionDef) and ((item.name in MUTATED and (
                 _bound(item) is not None or (item.args.args and item.args.args[0].arg == "ctx")))
                 or item.name in BLOCK_MUTATED)]
@@ -204,11 +205,12 @@ def _bound(fn: ast.FunctionDef) -> str | None:
     return next((name for name in ("staticmethod", "classmethod") if name in names), None)
 
 
-def mutants_of(source: str, file: Path) -> list[Mutant]:
-    """Every one-edit mutant of the backward bodies in ``source``, in source order; an edit
-    that gives a file another edit gave already is left out."""
+def mutants_of(source: str, file: Path, classes: Sequence[str] = ()) -> list[Mutant]:
+    """Every one-edit mutant of the backward bodies in ``source`` (of the named ``classes``
+    only, when some are named), in source order; an edit that gives a file another edit gave
+    already is left out."""
     text = _Text(source)
-    sites = [site for fn in backward_functions(ast.parse(source)) for site in _Sites(fn, text).all()]
+    sites = [site for fn in backward_functions(ast.parse(source), classes) for site in _Sites(fn, text).all()]
     sites.sort(key=lambda site: (text.span(site.focus)[0], OPERATORS.index(site.operator)))
     seen, found = {source}, []
     for site in sites:
@@ -483,6 +485,7 @@ class Original:
     layouts: tuple[str, ...]
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    classes: tuple[str, ...] = ()  # the classes whose backward is mutated (a module of many): all when empty
 
 
 def originals() -> list[Original]:
@@ -725,6 +728,29 @@ THIRD_PARTY = [
     ("transformers RecurrentGemma SqrtBoundDerivative", "transformers.models.recurrent_gemma.modeling_recurrent_gemma",
      "class LAYER(nn.Module):\n    def forward(self, x):\n        return M.SqrtBoundDerivative.apply(x)",
      ("2,4,6:BTC values=0.1:1",)),
+    # PyPose's Lie group operations: each group's exponential, product, inverse, action on points
+    # (3- and 4-vectors), logarithm and adjoint, chained from Lie algebra vectors to points and
+    # algebra vectors. Its gradient with respect to a group element is a Lie algebra (tangent)
+    # one, so a group element alone as an input or output disagrees with finite differences by
+    # design (third_party.py); chained so, every gradient is the ordinary one. Sim(3)'s Jacobians
+    # are Taylor series cut after a few terms: exact for small algebra vectors only.
+    *[(f"pypose {group} chain (Exp, Mul, Inv, Act, Act4, Log, AdjXa)", "pypose.lietensor.operation",
+       "class LAYER(nn.Module):\n    def forward(self, r1, r2, p):\n"
+       f"        X = M.{group}_Mul.apply(M.{algebra}_Exp.apply(r1), M.{group}_Inv.apply(M.{algebra}_Exp.apply(r2)))\n"
+       f"        return (M.{group}_Act.apply(X, p), M.{group}_Log.apply(X), M.{group}_AdjXa.apply(X, r2),\n"
+       f"                M.{group}_Act4.apply(X, torch.cat([p, torch.ones_like(p[..., :1])], -1)))",
+       (f"3,{size}:BC{values}", f"3,{size}:BC{values}", "3,3:BC"),
+       [f"{algebra}_Exp", *(f"{group}_{op}" for op in ("Mul", "Inv", "Act", "Log", "AdjXa", "Act4"))])
+      for group, algebra, size, values in (("SO3", "so3", 3, ""), ("SE3", "se3", 6, ""), ("RxSO3", "rxso3", 4, ""),
+                                           ("Sim3", "sim3", 7, " values=-0.05:0.05"))],
+    # qpth's quadratic program (OptNet): argmin 1/2 z'Qz + p'z subject to Gz <= h, every tensor
+    # batched (an unbatched one gets the mean of its gradients over the batch: third_party.py)
+    ("qpth QPFunction (batched, inequalities)", "qpth.qp",
+     "class LAYER(nn.Module):\n    def forward(self, p, m, g, z):\n"
+     "        q = m @ m.transpose(-1, -2) + torch.eye(p.shape[-1], dtype=p.dtype, device=p.device)\n"
+     "        e = torch.empty(0, dtype=p.dtype, device=p.device)\n"
+     "        return M.QPFunction(verbose=-1)(q, p, g, (g @ z.unsqueeze(-1)).squeeze(-1) + 1, e, e)",
+     ("3,4:BC", "3,4,4:BCU", "3,2,4:BUC", "3,4:BC"), ["QPFunctionFn"]),
 ]
 SIBLING = """import importlib.util
 import sys
@@ -747,7 +773,7 @@ def third_party(folder: Path) -> list[Original]:
     """THIRD_PARTY's originals whose library is installed, their layer files written into
     ``folder``; a note on stderr names the libraries left out."""
     found, missing = [], []
-    for index, (name, module, layer, layouts) in enumerate(THIRD_PARTY):
+    for index, (name, module, layer, layouts, *classes) in enumerate(THIRD_PARTY):
         mutated = _source_of(module)
         if mutated is None:
             missing.append(module.split(".")[0])
@@ -766,7 +792,8 @@ def third_party(folder: Path) -> list[Original]:
         shadowed = (f"sys.path.remove(str(_path.parent))\nimport {top}\nsys.path.insert(0, str(_path.parent))\n"
                     if mutated.stem == top else "")
         wrapper.write_text(SIBLING.format(file=mutated.name, package=package, shadowed=shadowed) + layer + "\n")
-        found.append(Original(name, (wrapper, mutated), "LAYER", mutated, layouts))
+        found.append(Original(name, (wrapper, mutated), "LAYER", mutated, layouts,
+                              classes=tuple(classes[0]) if classes else ()))
     if missing:
         print(f"not installed, left out: {', '.join(dict.fromkeys(missing))} (pip install --no-deps entmax "
               "memory-efficient-attention-pytorch einops timm monai pytorch_wavelets PyWavelets mambapy revtorch "
@@ -1229,7 +1256,7 @@ def main(argv: list[str] | None = None) -> None:
         for index, original in enumerate(chosen):
             began = time.perf_counter()
             bench = Bench(original, Path(workdir) / f"original{index}", args.seed)
-            mutants = mutants_of(original.mutated.read_text(), original.mutated)
+            mutants = mutants_of(original.mutated.read_text(), original.mutated, original.classes)
             if args.max is not None and len(mutants) > args.max:
                 keep = set(random.Random(args.seed).sample(range(len(mutants)), args.max))
                 mutants = [m for i, m in enumerate(mutants) if i in keep]
