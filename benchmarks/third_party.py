@@ -25,7 +25,8 @@ beside a CPU torch without pulling another torch:
         torchdiffeq scipy torchsde trampoline roma torch-struct fft-conv-pytorch pytorch-tcn kan-gpt pykan \
         pyro-ppl zuko normflows torch-harmonics peft accelerate torchao segmentation-models-pytorch vit-pytorch \
         neuraloperator tensorly tensorly-torch diffusers ultralytics opencv-python-headless open_clip_torch ftfy \
-        wcwidth lightly diffsort \
+        wcwidth lightly diffsort julius nnAudio rational-activations qpth cvxpy clarabel highspy osqp qdldl scs \
+        sparsediffpy torchdeq torchcde geoopt pypose seaborn \
         scikit-learn joblib threadpoolctl narwhals cloudpickle pandas matplotlib cycler fonttools kiwisolver \
         pyparsing python-dateutil six pillow
 
@@ -64,6 +65,8 @@ SEQUENCE8, _TEMB = "2,6,8:BTC", "2,16:BC"  # diffusers' token sequences and time
 VECTOR8 = "4,8:BC"
 _GREY16, _GREY32 = "2,1,16,16:BCSS", "2,1,32,32:BCSS"  # MONAI's whole networks
 _DINO = {"input_dim": 8, "hidden_dim": 16, "bottleneck_dim": 4, "output_dim": 6}
+_AUDIO, _WAVE, _WAVE1024 = "2,1,64:BCT", "2,256:BT", "2,1024:BT"  # julius's and nnAudio's signals
+_DEQ_INPUT = "4,6:BC"
 
 
 def torchvision_importable() -> None:
@@ -172,6 +175,106 @@ class _LogProb(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.flow().log_prob(x)
+
+
+class _OptNet(nn.Module):
+    """OptNet's layer on qpth: argmin_z 1/2 z'Qz + p'z subject to Gz <= h, the input p, and Q
+    (= LL' + I/10), G and h (= G z0 + s0, feasible) learned, shared by the batch."""
+
+    def __init__(self, qp: Any, n: int = 5, m: int = 4) -> None:
+        super().__init__()
+        self.function = qp.QPFunction
+        self.L = nn.Parameter(torch.randn(n, n) * 0.3 + torch.eye(n))
+        self.G = nn.Parameter(torch.randn(m, n))
+        self.z0 = nn.Parameter(torch.zeros(n))
+        self.s0 = nn.Parameter(torch.ones(m))
+
+    def forward(self, p: torch.Tensor) -> torch.Tensor:
+        q = self.L @ self.L.t() + 0.1 * torch.eye(p.shape[-1], dtype=p.dtype, device=p.device)
+        e = torch.empty(0, dtype=p.dtype, device=p.device)
+        return self.function(verbose=-1)(q, p, self.G, self.G @ self.z0 + self.s0, e, e)
+
+
+class _DEQ(nn.Module):
+    """A deep equilibrium layer on torchdeq: the fixed point of z = tanh(Wz + Ux), W contracting."""
+
+    def __init__(self, torchdeq: Any, **config: Any) -> None:
+        super().__init__()
+        self.W, self.U = nn.Linear(6, 6, bias=False), nn.Linear(6, 6)
+        with torch.no_grad():
+            self.W.weight.mul_(0.3)
+        self.deq = torchdeq.get_deq(**config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z, _ = self.deq(lambda z: torch.tanh(self.W(z) + self.U(x)), torch.zeros_like(x))
+        return z[-1]
+
+
+class _CDEField(nn.Module):
+    def __init__(self, hidden: int, channels: int) -> None:
+        super().__init__()
+        self.hidden, self.channels = hidden, channels
+        self.net = nn.Sequential(nn.Linear(hidden, 8), nn.Tanh(), nn.Linear(8, hidden * channels))
+
+    def forward(self, t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z).view(*z.shape[:-1], self.hidden, self.channels)
+
+
+class _NeuralCDE(nn.Module):
+    """A neural controlled differential equation on torchcde (its README's model): the input
+    series interpolated, the hidden state integrated along it with RK4, the last state out."""
+
+    def __init__(self, torchcde: Any, *, cubic: bool = True, adjoint: bool = False) -> None:
+        super().__init__()
+        # the library's functions, not the module: a module attribute cannot be deep-copied
+        self.coefficients, self.path = ((torchcde.hermite_cubic_coefficients_with_backward_differences,
+                                         torchcde.CubicSpline) if cubic
+                                        else (torchcde.linear_interpolation_coeffs, torchcde.LinearInterpolation))
+        self.cdeint, self.adjoint = torchcde.cdeint, adjoint
+        self.initial, self.field = nn.Linear(3, 4), _CDEField(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        coeffs = self.coefficients(x)
+        path = self.path(coeffs)
+        z0 = self.initial(path.evaluate(path.interval[0]))
+        # with the adjoint, the gradient reaches the input through the coefficients only if they are named
+        adjoint = {"adjoint_params": (coeffs, *self.field.parameters())} if self.adjoint else {}
+        return self.cdeint(X=path, func=self.field, z0=z0, t=path.interval, adjoint=self.adjoint, method="rk4",
+                           options={"step_size": 0.25}, **adjoint)[:, -1]
+
+
+class _LieChain(nn.Module):
+    """PyPose's hand-written Lie group Functions chained from Lie algebra vectors r1, r2 and points
+    p to points and algebra vectors: X = Exp(r1) Exp(r2)^-1, then X acting on p (as 3- and
+    4-vectors), Log(X) and Adj(X) r2."""
+
+    def __init__(self, operation: Any, group: str, algebra: str) -> None:
+        super().__init__()
+        self.exp = getattr(operation, f"{algebra}_Exp").apply
+        self.mul, self.inv, self.act, self.act4, self.log, self.adj = (
+            getattr(operation, f"{group}_{op}").apply for op in ("Mul", "Inv", "Act", "Act4", "Log", "AdjXa"))
+
+    def forward(self, r1: torch.Tensor, r2: torch.Tensor, p: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        x = self.mul(self.exp(r1), self.inv(self.exp(r2)))
+        return (self.act(x, p), self.log(x), self.adj(x, r2),
+                self.act4(x, torch.cat([p, torch.ones_like(p[..., :1])], -1)))
+
+
+class _LieOp(nn.Module):
+    """One PyPose Lie group operation on plain tensors: the exponential of an so(3) vector (a
+    quaternion out), the logarithm of a unit quaternion, or a rotation by a learned so(3) vector."""
+
+    def __init__(self, pypose: Any, op: str) -> None:
+        super().__init__()
+        self.algebra, self.group, self.op = pypose.so3, pypose.SO3, op
+        self.r = nn.Parameter(torch.randn(3)) if op == "rotate" else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.op == "Exp":
+            return self.algebra(x).Exp().tensor()
+        if self.op == "Log":
+            return self.group(x / x.norm(dim=-1, keepdim=True)).Log().tensor()
+        return self.algebra(self.r).Exp().Act(x)
 
 
 def _pyro(build: Callable[[Any, Any], nn.Module]) -> Callable[[Any], nn.Module]:
@@ -1479,6 +1582,66 @@ LAYERS = [
         ("soft-gating skip", "neuralop.layers.skip_connections",
          lambda m: m.skip_connection(4, 4, skip_type="soft-gating", n_dim=2), _FOURIER_IMAGE),
         ("GridEmbedding2D", "neuralop.layers.embeddings", lambda m: m.GridEmbedding2D(4), _FOURIER_IMAGE))],
+    # julius: resampling, low-, high- and band-pass filters (sinc kernels) and FFT convolutions
+    *[Layer(f"julius {name}", "julius", make, (layout,)) for name, make, layout in (
+        ("ResampleFrac 4->5", lambda m: m.ResampleFrac(4, 5), _AUDIO),
+        ("ResampleFrac 5->3", lambda m: m.ResampleFrac(5, 3), _AUDIO),
+        ("LowPassFilter", lambda m: m.LowPassFilter(0.1), _AUDIO),
+        ("LowPassFilters (FFT)", lambda m: m.LowPassFilters([0.05, 0.2], fft=True), _AUDIO),
+        ("HighPassFilters", lambda m: m.HighPassFilters([0.1, 0.3]), _AUDIO),
+        ("BandPassFilter", lambda m: m.BandPassFilter(0.1, 0.3), _AUDIO),
+        ("SplitBands", lambda m: m.SplitBands(sample_rate=16000, n_bands=3), _AUDIO),
+        ("FFTConv1d 1->4, stride 2", lambda m: m.FFTConv1d(1, 4, 9, stride=2), _AUDIO),
+        ("FFTConv1d 3->2", lambda m: m.FFTConv1d(3, 2, 5), "2,3,48:BCT"))],
+    # nnAudio: spectrograms as convolutions with Fourier, mel, constant-Q and gammatone kernels
+    *[Layer(f"nnAudio {name}", "nnAudio.features", make, (layout,)) for name, make, layout in (
+        ("STFT magnitude, trainable", lambda m: m.STFT(n_fft=32, hop_length=8, trainable=True,
+                                                       output_format="Magnitude", verbose=False), _WAVE),
+        ("STFT complex", lambda m: m.STFT(n_fft=32, hop_length=8, output_format="Complex", verbose=False), _WAVE),
+        ("STFT phase", lambda m: m.STFT(n_fft=32, hop_length=8, output_format="Phase", verbose=False), _WAVE),
+        ("MelSpectrogram, trainable", lambda m: m.MelSpectrogram(
+            sr=8000, n_fft=64, hop_length=16, n_mels=8, trainable_mel=True, trainable_STFT=True, verbose=False),
+         _WAVE),
+        ("MFCC", lambda m: m.MFCC(sr=8000, n_mfcc=6, n_fft=64, hop_length=16, n_mels=8, verbose=False), _WAVE),
+        ("Gammatonegram", lambda m: m.Gammatonegram(sr=8000, n_fft=64, n_bins=8, hop_length=16, verbose=False),
+         _WAVE),
+        ("CQT1992v2", lambda m: m.CQT1992v2(sr=8000, hop_length=32, fmin=500, n_bins=12, verbose=False),
+         _WAVE1024),
+        ("CQT2010v2", lambda m: m.CQT2010v2(sr=8000, hop_length=32, fmin=500, n_bins=12, verbose=False),
+         _WAVE1024),
+        ("VQT", lambda m: m.VQT(sr=8000, hop_length=32, fmin=500, n_bins=12, verbose=False), _WAVE1024))],
+    # rational_activations: learnable rational functions (Padé activation units), the PyTorch versions
+    *[Layer(f"rational Rational version {version}", "rational.torch",
+            lambda m, version=version: m.Rational(approx_func="leaky_relu", degrees=(5, 4), cuda=False,
+                                                  version=version), (IMAGE,)) for version in "ABCD"],
+    # implicit layers: a quadratic program (qpth), a deep equilibrium model (torchdeq), controlled
+    # differential equations (torchcde)
+    Layer("qpth OptNet QP (shared Q, G, h)", "qpth.qp", _OptNet, ("4,5:BC",)),
+    *[Layer(f"torchdeq DEQ {name}", "torchdeq", lambda m, config=config: _DEQ(m, **config), (_DEQ_INPUT,))
+      for name, config in (
+          ("implicit (IFT) gradient, Anderson", {"ift": True, "f_solver": "anderson", "f_max_iter": 200,
+                                                  "f_tol": 1e-12, "b_solver": "anderson", "b_max_iter": 200,
+                                                  "b_tol": 1e-12}),
+          ("implicit (IFT) gradient, fixed-point iteration", {
+              "ift": True, "f_solver": "fixed_point_iter", "f_max_iter": 300, "f_tol": 1e-13,
+              "b_solver": "fixed_point_iter", "b_max_iter": 300, "b_tol": 1e-13}),
+          ("phantom gradient (its default)", {}))],
+    *[Layer(f"torchcde NeuralCDE {name}", "torchcde", lambda m, kwargs=kwargs: _NeuralCDE(m, **kwargs),
+            ("2,5,3:BTC",))
+      for name, kwargs in (("cubic spline, RK4", {}), ("linear interpolation, RK4", {"cubic": False}),
+                           ("cubic spline, RK4, adjoint", {"adjoint": True}))],
+    # geoopt: distances to learned hyperplanes of the Poincaré ball (points inside the ball)
+    Layer("geoopt Distance2StereographicHyperplanes", "geoopt.layers.stereographic",
+          lambda m: m.Distance2StereographicHyperplanes(4, 5, ball=importlib.import_module("geoopt").Stereographic(
+              -1.0)), ("4,4:BC values=-0.2:0.2",)),
+    # pypose: its hand-written Lie group Functions, alone and chained back to ordinary tensors
+    *[Layer(f"pypose {name}", "pypose", lambda m, op=op: _LieOp(m, op), (layout,)) for name, op, layout in (
+        ("so3 Exp", "Exp", "4,3:BC"), ("SO3 Log", "Log", "4,4:BC"), ("SO3 Act (learned rotation)", "rotate",
+                                                                      "4,3:BC"))],
+    *[Layer(f"pypose {group} chain", "pypose.lietensor.operation",
+            lambda m, group=group, algebra=algebra: _LieChain(m, group, algebra), (f"4,{size}:BC", f"4,{size}:BC",
+                                                                                   "4,3:BC"))
+      for group, algebra, size in (("SO3", "so3", 3), ("SE3", "se3", 6), ("RxSO3", "rxso3", 4), ("Sim3", "sim3", 7))],
 ]
 
 
@@ -1780,6 +1943,47 @@ FINDINGS: dict[tuple[str, str], str] = {
         "not chosen get no gradient in that step"),
     ("vit-pytorch simple_vit_with_value_residual.SimpleViT", "copy"): (
         "its Attention keeps a lambda (to_residual_mix), which pickle refuses: torch.save of the whole model fails"),
+    # rational_activations: every PyTorch version flattens its input with x.view(-1)
+    **{(f"rational Rational version {version}", "noncontiguous"): (
+        "true: every PyTorch version of the rational function flattens its input with x.view(-1), which raises on "
+        "a non-contiguous input (a transposed or strided activation); .reshape(-1) would not")
+       for version in "ABCD"},
+    ("rational Rational version A", "meta_device"): (
+        "a bug upstream: version A builds its denominator's coefficients with torch.tensor([1.]) and torch.zeros(...) "
+        "on the CPU, so with the layer on a GPU (cuda=False, the PyTorch path) it raises a device mismatch"),
+    ("rational Rational version D", "meta_device"): (
+        "a bug upstream: version D's training noise is torch.FloatTensor(n).uniform_(...), made on the CPU, so its "
+        "training forward on a GPU raises a device mismatch"),
+    ("qpth OptNet QP (shared Q, G, h)", "gradients[float64]"): (
+        "a bug upstream (qpth 0.0.18, qp.py): where Q, p, G, h, A or b is shared by the batch (expanded in forward), "
+        "backward returns the mean of its per-observation gradients (dQs.mean(0)) instead of their sum: 1/batch of "
+        "the gradient of what forward computes, as the message says (0.25 = 1/4, the batch size); batched "
+        "tensors' gradients are right (mutants.py checks QPFunction so)"),
+    **{(f"torchdeq DEQ {name}", "copy"): (
+        "true: get_deq() keeps its gradient functions in a list attribute (produce_grad) of closures made in "
+        "torchdeq.grad.backward_factory, which pickle cannot save: torch.save of a model holding a DEQ fails")
+       for name in ("implicit (IFT) gradient, Anderson", "implicit (IFT) gradient, fixed-point iteration",
+                    "phantom gradient (its default)")},
+    ("torchdeq DEQ phantom gradient (its default)", "forward_predict_agree"): (
+        "by design: in training the DEQ returns one more application of the function to the solver's fixed point "
+        "(the step its phantom gradient is taken through), in eval the fixed point itself; at its default tolerance "
+        "(1e-3) the two differ by about 1e-4. Its gradient, the phantom one, passes: the solver runs under no_grad "
+        "and the trace holds what it detaches (a note says so)"),
+    ("torchcde NeuralCDE cubic spline, RK4, adjoint", "gradients[float64]"): (
+        "by design: with adjoint=True the gradient is the continuous adjoint equation integrated backwards with "
+        "RK4, not the derivative of the discretised forward, so the two differ by the solver's discretisation "
+        "error (1e-4 to 3e-3 relative at step 0.25); without the adjoint it passes"),
+    **{(f"pypose {name}", "gradients[float64]"): (
+        "by design: PyPose's gradient with respect to a group element (a unit quaternion) is a Lie algebra one "
+        "(left tangent space: three numbers and a zero for the quaternion's fourth), not the derivative in the "
+        "four coordinates, so a group element alone as an input or output disagrees with finite differences; "
+        "chained back to ordinary tensors (the SO3 Act and chain layers) every gradient passes")
+       for name in ("so3 Exp", "SO3 Log")},
+    ("pypose Sim3 chain", "gradients[float64]"): (
+        "true (an approximation): sim3_Jl and sim3_Jl_inv, the Jacobians its sim(3) Exp and Log backward use, are "
+        "Taylor series in ad(xi) cut after the sixth and fourth powers, so at standard-normal algebra vectors the "
+        "gradient is 0.5-6% off; exact for small ones (mutants.py checks it at values in [-0.05, 0.05], where it "
+        "passes); SO3, SE3 and RxSO3 use closed forms and pass"),
 }
 
 
