@@ -386,6 +386,38 @@ def test_registered_tensors_leaves_out_attributes_the_layer_s_own_apply_moves() 
     assert r.status is Status.FAILED and r.details["attributes"] == ["stride"]
 
 
+class MovedWindow(nn.Module):
+    """A blur with a constant Gaussian window kept as a plain tensor, as pytorch_msssim's SSIM
+    keeps it: moved to the input's device and dtype by every call (``how="moved"``), or used as
+    it is by a convolution (whose meta kernel does not check devices), trained (requires grad),
+    or a count a call changes in place."""
+
+    def __init__(self, how: str = "moved") -> None:
+        super().__init__()
+        self.how = how
+        self.window = torch.tensor([0.25, 0.5, 0.25]).view(1, 1, 3).repeat(3, 1, 1)
+        self.window.requires_grad_(how == "trained")
+        self.calls = torch.zeros(())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.how == "counted":
+            self.calls += 1
+            return x * self.calls.to(x)
+        window = self.window if self.how == "direct" else self.window.to(x.device, dtype=x.dtype)
+        return nn.functional.conv1d(x, window.to(x.dtype) if self.how == "direct" else window, groups=3)
+
+
+def test_registered_tensors_leaves_out_constants_the_calls_move_themselves_only() -> None:
+    r = result(run(MovedWindow, "2,3,8:BCT", checks=("registered_tensors",)), "registered_tensors")
+    assert r.status is Status.PASSED, r.message
+    assert "1 constant plain tensor attribute(s) its calls move to their inputs' device themselves" in r.message
+    assert r.message.endswith(": window")
+    for how, name in (("direct", "window"), ("trained", "window"), ("counted", "calls")):
+        target = Target(MovedWindow, [Layout.parse("2,3,8:BCT")], kwargs={"how": how})
+        r = result(run_target(target, select(only=["registered_tensors"])), "registered_tensors")
+        assert r.status is Status.FAILED and r.details["attributes"] == [name], (how, r.message)
+
+
 class StagedLosses(nn.Module):
     """A residual quantiser's per-stage losses: computed in training, zeros in eval."""
 

@@ -31,6 +31,7 @@ from layercheck.sdk import (
     describe_shapes,
     failing,
     forward_is_random,
+    forward_run,
     input_change,
     layer_is_float32,
     modules_only,
@@ -39,6 +40,7 @@ from layercheck.sdk import (
     path_allowance,
     path_tolerances,
     predict_is_random,
+    predict_run,
     present_grads,
     reference_forward,
     reference_predict,
@@ -386,7 +388,12 @@ def registered_tensors(ctx: Context) -> str:
     after ``.to()`` or ``.double()`` is the ``device``, ``meta_device`` and ``dtype`` checks'.
     Nor is one the layer's own ``_apply`` moves with it (ultralytics' ``Detect`` keeps its
     ``stride`` so), or one that shares such an attribute's memory (its model's ``stride``, the
-    same tensor): ``.to()`` and the casts see it; the message names it.
+    same tensor): ``.to()`` and the casts see it; the message names it. Nor is a constant its
+    calls move to their inputs' device themselves, reading it only through ``.to()`` (the
+    Gaussian window of pytorch_msssim's SSIM, ``win.to(X.device, dtype=X.dtype)``; auraloss's
+    STFT window), asked of a fresh layer on the meta device whose calls find it still on the
+    CPU: one that requires grad (meant to be trained) or that a call changes in place (state
+    that ``state_dict()`` loses) is reported all the same; the message names them.
     """
     subject = ctx.fresh()
     module = subject.module
@@ -397,7 +404,9 @@ def registered_tensors(ctx: Context) -> str:
     found: list[tuple[str, str, torch.Tensor]] = []
     unused: list[str] = []
     carried: list[str] = []
+    moved: list[str] = []
     if before:
+        values = {name: t.detach().clone() for name, _, t in before}  # what a call changes in place is state
         with _Reads() as reads, contextlib.suppress(LayerRaised):
             subject.predict(subject.inputs())
         after = {name: id(t) for name, _, t in _unregistered(module, registered)}
@@ -409,9 +418,12 @@ def registered_tensors(ctx: Context) -> str:
         kept = [item for item in before if item[0] not in recomputed and item[2].numel()]
         read = {name for name, _, t in kept if _storage_of(t) in held}
         carried = _carried_by_the_layer(ctx, read) if read else []  # a layer built only where one is read
-        held -= {_storage_of(t) for name, _, t in kept if name in carried}
+        constants = {name for name, _, t in kept if name in read and name not in carried and not t.requires_grad
+                     and _same(values[name], t)}
+        moved = _moved_by_its_calls(ctx, constants) if constants else []
+        held -= {_storage_of(t) for name, _, t in kept if name in carried or name in moved}
         for item in kept:
-            if item[0] in carried:
+            if item[0] in carried or item[0] in moved:
                 continue
             if _storage_of(item[2]) in held:
                 found.append(item)
@@ -436,7 +448,38 @@ def registered_tensors(ctx: Context) -> str:
     if carried:
         message += (f"; {len(carried)} plain tensor attribute(s) the layer's own _apply moves and casts with it "
                     f"(.to(), .double() see them; state_dict() does not): {', '.join(carried)}")
+    if moved:
+        message += (f"; {len(moved)} constant plain tensor attribute(s) its calls move to their inputs' device "
+                    f"themselves, read only through .to() (state_dict() does not see them): {', '.join(moved)}")
     return message
+
+
+def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """Whether a call left a plain tensor attribute as it was (NaNs equal)."""
+    return before.shape == after.shape and before.dtype == after.dtype and bool(
+        torch.equal(before, after) or (before.is_floating_point() and torch.allclose(before, after, 0, 0, True)))
+
+
+def _moved_by_its_calls(ctx: Context, names: set[str]) -> list[str]:
+    """Those of the plain tensor attributes ``names`` that the calls of a fresh layer on the meta
+    device, which finds them still on the CPU, read only through ``.to()``: the calls move them
+    to their inputs' device themselves. Meta kernels do not all check devices (a convolution
+    runs with a CPU weight), so a read is judged by the operation that makes it, not by
+    whether the call runs; none where the calls raise there."""
+    try:
+        predicting, training = ctx.fresh(device="meta"), ctx.fresh(device="meta")
+        watched = {}
+        for subject in (predicting, training):
+            assert subject.module is not None
+            kept = {id(t) for t in [*subject.module.parameters(), *subject.module.buffers()]}
+            watched.update({_storage_of(t): name for name, _, t in _unregistered(subject.module, kept)
+                            if name in names and t.device.type == "cpu"})
+        with _Reads(watched) as reads:
+            predict_run(predicting)
+            forward_run(ctx, training)
+    except Exception:  # a layer that cannot run on meta: how it reads them is not known
+        return []
+    return sorted(name for name in names if name in reads.moved and name not in reads.direct)
 
 
 def _carried_by_the_layer(ctx: Context, names: set[str]) -> list[str]:
@@ -453,18 +496,28 @@ def _carried_by_the_layer(ctx: Context, names: set[str]) -> list[str]:
     return [name for name, _, t in _unregistered(moved, kept) if name in names and t.device.type == "meta"]
 
 
+_MOVES = (torch.Tensor.to, torch.Tensor.type_as, torch.Tensor.cuda)
+
+
 class _Reads(torch.overrides.TorchFunctionMode):
     """The storages of the tensors the calls under it hand to torch (a read of a view is a
-    read of the tensor it views)."""
+    read of the tensor it views); of the ``watched`` ones (storage -> name), which are read
+    through a move (``.to()``, ``.type_as()``, ``.cuda()``) and which by anything else."""
 
-    def __init__(self) -> None:
+    def __init__(self, watched: dict[int, str] | None = None) -> None:
         super().__init__()
         self.storages: set[int] = set()
+        self.watched = watched or {}
+        self.moved: set[str] = set()
+        self.direct: set[str] = set()
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         for t in torch.utils._pytree.tree_leaves((args, kwargs or {})):
             if isinstance(t, torch.Tensor):
-                self.storages.add(_storage_of(t))
+                storage = _storage_of(t)
+                self.storages.add(storage)
+                if storage in self.watched and getattr(func, "__name__", "") != "__get__":  # .shape: no read
+                    (self.moved if func in _MOVES else self.direct).add(self.watched[storage])
         return func(*args, **(kwargs or {}))
 
 
