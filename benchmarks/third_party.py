@@ -26,7 +26,8 @@ beside a CPU torch without pulling another torch:
         pyro-ppl zuko normflows torch-harmonics peft accelerate torchao segmentation-models-pytorch vit-pytorch \
         neuraloperator tensorly tensorly-torch diffusers ultralytics opencv-python-headless open_clip_torch ftfy \
         wcwidth lightly diffsort julius nnAudio rational-activations qpth cvxpy clarabel highspy osqp qdldl scs \
-        sparsediffpy torchdeq torchcde geoopt pypose seaborn \
+        sparsediffpy torchdeq torchcde geoopt pypose seaborn torch-dct pytorch-msssim auraloss \
+        asteroid-filterbanks geomloss \
         scikit-learn joblib threadpoolctl narwhals cloudpickle pandas matplotlib cycler fonttools kiwisolver \
         pyparsing python-dateutil six pillow
 
@@ -275,6 +276,28 @@ class _LieOp(nn.Module):
         if self.op == "Log":
             return self.group(x / x.norm(dim=-1, keepdim=True)).Log().tensor()
         return self.algebra(self.r).Exp().Act(x)
+
+
+class _Call(nn.Module):
+    """A library's function as a layer: ``function(*inputs, **kwargs)``."""
+
+    def __init__(self, function: Callable[..., torch.Tensor], **kwargs: Any) -> None:
+        super().__init__()
+        self.function, self.kwargs = function, kwargs
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.function(*inputs, **self.kwargs)
+
+
+class _EncoderDecoder(nn.Module):
+    """asteroid-filterbanks' encoder and decoder of one filterbank, through each other."""
+
+    def __init__(self, filterbanks: Any, kind: str, **kwargs: Any) -> None:
+        super().__init__()
+        self.encoder, self.decoder = filterbanks.make_enc_dec(kind, n_filters=16, kernel_size=16, stride=8, **kwargs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.encoder(x))
 
 
 def _pyro(build: Callable[[Any, Any], nn.Module]) -> Callable[[Any], nn.Module]:
@@ -1642,6 +1665,27 @@ LAYERS = [
             lambda m, group=group, algebra=algebra: _LieChain(m, group, algebra), (f"4,{size}:BC", f"4,{size}:BC",
                                                                                    "4,3:BC"))
       for group, algebra, size in (("SO3", "so3", 3), ("SE3", "se3", 6), ("RxSO3", "rxso3", 4), ("Sim3", "sim3", 7))],
+    # torch-dct: discrete cosine transforms through the FFT
+    *[Layer(f"torch-dct {name}", "torch_dct", make, (layout,)) for name, make, layout in (
+        ("dct", lambda m: _Call(m.dct), "3,8:BC"), ("dct_2d, orthonormal", lambda m: _Call(m.dct_2d, norm="ortho"),
+                                                      "2,6,8:BSS"),
+        ("idct, orthonormal", lambda m: _Call(m.idct, norm="ortho"), "3,8:BC"))],
+    # image and audio losses: SSIM and MS-SSIM (pytorch_msssim), auraloss's time and STFT losses
+    *[Layer(f"pytorch_msssim {name}", "pytorch_msssim", make, (layout, layout)) for name, make, layout in (
+        ("SSIM", lambda m: m.SSIM(data_range=1.0, channel=3, win_size=7), "2,3,16,16:BCSS values=0:1"),
+        ("MS_SSIM", lambda m: m.MS_SSIM(data_range=1.0, channel=1, win_size=3), "2,1,64,64:BCSS values=0:1"))],
+    *[Layer(f"auraloss {name}", "auraloss", make, (layout, layout)) for name, make, layout in (
+        ("MultiResolutionSTFTLoss", lambda m: m.freq.MultiResolutionSTFTLoss(
+            fft_sizes=[32, 64], hop_sizes=[8, 16], win_lengths=[32, 64]), "2,1,256:BCT"),
+        ("SISDRLoss", lambda m: m.time.SISDRLoss(), _AUDIO), ("ESRLoss", lambda m: m.time.ESRLoss(), _AUDIO))],
+    # asteroid-filterbanks: learned, STFT and parametrised sinc filterbanks, encoder through decoder
+    *[Layer(f"asteroid-filterbanks {kind} encoder-decoder", "asteroid_filterbanks",
+            lambda m, kind=kind, kwargs=kwargs: _EncoderDecoder(m, kind, **kwargs), ("2,1,128:BCT",))
+      for kind, kwargs in (("free", {}), ("stft", {}), ("param_sinc", {"sample_rate": 8000}))],
+    # geomloss: distances between point clouds (a batch of clouds, tensorised)
+    *[Layer(f"geomloss SamplesLoss {loss}", "geomloss", lambda m, loss=loss, kwargs=kwargs: m.SamplesLoss(
+        loss, backend="tensorized", **kwargs), ("2,6,3:BUC", "2,5,3:BUC"))
+      for loss, kwargs in (("sinkhorn", {"blur": 0.5}), ("energy", {}), ("gaussian", {"blur": 0.5}))],
 ]
 
 
@@ -1984,6 +2028,16 @@ FINDINGS: dict[tuple[str, str], str] = {
         "Taylor series in ad(xi) cut after the sixth and fourth powers, so at standard-normal algebra vectors the "
         "gradient is 0.5-6% off; exact for small ones (mutants.py checks it at values in [-0.05, 0.05], where it "
         "passes); SO3, SE3 and RxSO3 use closed forms and pass"),
+    ("geomloss SamplesLoss sinkhorn", "gradients[float64]"): (
+        "by design: its Sinkhorn loop runs the epsilon-scaling iterations under no_grad and differentiates the last "
+        "extrapolation only (the envelope theorem), which is the gradient at convergence; at blur 0.5 and its "
+        "default scaling the loop stops short of it (0.3 relative here). The message says the values it detaches "
+        "are the whole disagreement"),
+    ("geomloss SamplesLoss sinkhorn", "observations"): (
+        "true, by design: the tensorised backend starts its epsilon-scaling from the diameter of all the batch's "
+        "points (x.view(-1, D)), so each pair of clouds' loss depends on the others in the batch"),
+    ("geomloss SamplesLoss sinkhorn", "noncontiguous"): (
+        "true: it flattens the batch's points with x.view(-1, D), which raises on a non-contiguous cloud"),
 }
 
 
