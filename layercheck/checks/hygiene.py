@@ -455,9 +455,13 @@ def registered_tensors(ctx: Context) -> str:
 
 
 def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
-    """Whether a call left a plain tensor attribute as it was (NaNs equal)."""
-    return before.shape == after.shape and before.dtype == after.dtype and bool(
-        torch.equal(before, after) or (before.is_floating_point() and torch.allclose(before, after, 0, 0, True)))
+    """Whether a call left a plain tensor attribute as it was (NaNs equal); False where its
+    values cannot be compared (a tensor on the meta device)."""
+    try:
+        return before.shape == after.shape and before.dtype == after.dtype and bool(
+            torch.equal(before, after) or (before.is_floating_point() and torch.allclose(before, after, 0, 0, True)))
+    except (RuntimeError, NotImplementedError):
+        return False
 
 
 def _moved_by_its_calls(ctx: Context, names: set[str]) -> list[str]:

@@ -197,8 +197,8 @@ def _missed_derivative(fd: FiniteDifferences[DifferentiableFunction],
 #     it a hundredth or less), an output jumps at the point, finite differences cannot judge the
 #     gradient there, and the check is skipped saying so (as on kinks at the point). A continuous
 #     layer's wrong gradient fails as before, however far off (its differences shrink with the
-#     step: a backward that returns 1e-5 of the gradient); float64
-#     layers only (a lower precision's rounding moves L at any step).
+#     step: a backward that returns 1e-5 of the gradient). Float64 layers only: a lower
+#     precision's rounding moves L at any step.
 JUMP = 1e4
 
 
