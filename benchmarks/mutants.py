@@ -35,8 +35,9 @@ torch_struct's checkpointing semiring, torchdiffeq's adjoint ODE solve, the spar
 sparsemax, pytorch_tabnet's sparsemax and entmax-1.5, gpytorch's RBF and Matern covariances and
 log normal CDF, e3nn's soft unit step, torch_einops_utils' soft-target cross entropies and
 categorical KL, memcnn's additive and affine couplings, pytorch_wavelets' dual-tree complex
-wavelet transform, forward and inverse), each through a small layer of ours that loads the mutated
-copy of the module.
+wavelet transform (forward and inverse), Hugging Face transformers' and diffsort's, PyPose's Lie
+group Functions and qpth's quadratic program), each through a small layer of ours that loads the
+mutated copy of the module.
 """
 
 from __future__ import annotations
@@ -798,7 +799,8 @@ def third_party(folder: Path) -> list[Original]:
         print(f"not installed, left out: {', '.join(dict.fromkeys(missing))} (pip install --no-deps entmax "
               "memory-efficient-attention-pytorch einops timm monai pytorch_wavelets PyWavelets mambapy revtorch "
               "reformer-pytorch axial-positional-embedding linear_operator jaxtyping wadler_lindig roma torch-struct "
-              "torchdiffeq scipy sparsemax pytorch-tabnet gpytorch e3nn torch-einops-utils memcnn)",
+              "torchdiffeq scipy sparsemax pytorch-tabnet gpytorch e3nn torch-einops-utils memcnn pypose qpth; "
+              "qpth imports cvxpy)",
               file=sys.stderr)
     return found
 

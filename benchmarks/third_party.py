@@ -1795,10 +1795,12 @@ FINDINGS: dict[tuple[str, str], str] = {
         "gradients through them are too noisy to learn from), so its gradient is the derivative with those held "
         "constant, 1-8% off the full one; the message says the detached statistic is the whole disagreement and "
         "how to accept it (--tolerance) or leave the check out"),
-    **{(f"monai {name}", "registered_tensors"): (
-        f"true: its {tensor} is a plain tensor attribute, so .to(), .double() and state_dict() never see it")
-       for name, tensor in (("LaplaceFilter", "filter"), ("SharpenFilter", "filter"), ("MedianFilter", "kernel"),
-                            ("SavitzkyGolayFilter", "coeffs"))},
+    # (LaplaceFilter, SharpenFilter and MedianFilter keep their kernels so too, and move them in every call with
+    # kernel.to(x): registered_tensors leaves such constants out)
+    ("monai SavitzkyGolayFilter", "registered_tensors"): (
+        "true: its coeffs is a plain tensor attribute, which state_dict() never sees; its forward moves it to the "
+        "input's device and dtype, but the layer calls .item() and cannot run on the meta device, where "
+        "registered_tensors asks how a call reads it, so it is reported"),
     **{(f"monai {name}", "noncontiguous"): (
         "true: it reshapes its input with .view(), which raises on a channels-last tensor (.reshape() would not)")
        for name in ("LaplaceFilter", "SharpenFilter")},
@@ -1960,8 +1962,7 @@ FINDINGS: dict[tuple[str, str], str] = {
         "registered_tensors"): (
         f"true: the {what} are plain tensors in a dict attribute ({what_name}['default']), not buffers: .to(device) "
         "leaves them behind and state_dict() does not save them (peft regenerates them from a seed when it loads)")
-       for config, what, what_name in (("FourierFTConfig", "spectral indices", "indices"),
-                                       ("ShiraConfig", "sparse indices", "shira_indices"),
+       for config, what, what_name in (("ShiraConfig", "sparse indices", "shira_indices"),
                                        ("WaveFTConfig", "wavelet indices", "waveft_indices"))},
     **{(f"torchao FakeQuantizedLinear {name}", "dtype[float64]"): (
         "true: its fake quantiser asserts a float32, float16 or bfloat16 input ('Unsupported input dtype: "
@@ -1972,12 +1973,8 @@ FINDINGS: dict[tuple[str, str], str] = {
         "true at these sizes: its segmentation blocks' GroupNorm(32, 32) sees one value per group at the 1x1 deepest "
         "level, which PyTorch refuses for a batch of one, in eval mode too ('Expected more than 1 value per channel "
         "when training'): one 32x32 image cannot be predicted alone (a batch of two, or 64x64, can)"),
-    **{(f"vit-pytorch {name}", "registered_tensors"): (
-        "true: its sine-cosine position embedding (posemb_sincos_2d) is a plain tensor attribute, moved to the input's "
-        "device and dtype in every call: .to(), .double() and state_dict() never see it")
-       for name in ("jumbo_vit.JumboViT", "simple_vit.SimpleViT", "simple_vit_with_fft.SimpleViT",
-                    "simple_vit_with_hyper_connections.SimpleViT", "simple_vit_with_qk_norm.SimpleViT",
-                    "simple_vit_with_register_tokens.SimpleViT", "simple_vit_with_value_residual.SimpleViT")},
+    # (SimpleViT and its variants keep their sine-cosine position embedding as a plain tensor too, moved to the
+    # input's device and dtype in every call: registered_tensors leaves such constants out)
     ("vit-pytorch jumbo_vit.JumboViT", "backward_runs"): (
         "true: the last layer's feedforward on the patch tokens runs but its result is never used (only the jumbo "
         "class tokens reach the head), so its parameters get no gradient (DistributedDataParallel refuses that "
