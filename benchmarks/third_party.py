@@ -27,7 +27,10 @@ beside a CPU torch without pulling another torch:
         neuraloperator tensorly tensorly-torch diffusers ultralytics opencv-python-headless open_clip_torch ftfy \
         wcwidth lightly diffsort julius nnAudio rational-activations qpth cvxpy clarabel highspy osqp qdldl scs \
         sparsediffpy torchdeq torchcde geoopt pypose seaborn torch-dct pytorch-msssim auraloss \
-        asteroid-filterbanks geomloss \
+        asteroid-filterbanks geomloss egnn-pytorch En-transformer taylor-series-linear-attention \
+        mlp-mixer-pytorch res-mlp-pytorch g-mlp-pytorch soft-moe-pytorch st-moe-pytorch beartype \
+        mixture-of-experts Mega-pytorch gated-state-spaces-pytorch h-transformer-1d perceiver-pytorch \
+        linear-attention-transformer bidirectional-cross-attention \
         scikit-learn joblib threadpoolctl narwhals cloudpickle pandas matplotlib cycler fonttools kiwisolver \
         pyparsing python-dateutil six pillow
 
@@ -68,6 +71,7 @@ _GREY16, _GREY32 = "2,1,16,16:BCSS", "2,1,32,32:BCSS"  # MONAI's whole networks
 _DINO = {"input_dim": 8, "hidden_dim": 16, "bottleneck_dim": 4, "output_dim": 6}
 _AUDIO, _WAVE, _WAVE1024 = "2,1,64:BCT", "2,256:BT", "2,1024:BT"  # julius's and nnAudio's signals
 _DEQ_INPUT = "4,6:BC"
+_TOKENS = "2,8,16:BTC"
 
 
 def torchvision_importable() -> None:
@@ -298,6 +302,22 @@ class _EncoderDecoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.encoder(x))
+
+
+class _Part(nn.Module):
+    """A layer whose call returns more than its output, or takes its other inputs as keywords: the
+    item or attribute that is the output (``key``; None: all of it), the inputs after the first
+    passed as the keywords ``names``."""
+
+    def __init__(self, layer: nn.Module, key: int | str | None = 0, names: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.layer, self.key, self.names = layer, key, names
+
+    def forward(self, x: torch.Tensor, *others: torch.Tensor) -> torch.Tensor:
+        out = self.layer(x, **dict(zip(self.names, others))) if self.names else self.layer(x, *others)
+        if self.key is None:
+            return out
+        return getattr(out, self.key) if isinstance(self.key, str) else out[self.key]
 
 
 def _pyro(build: Callable[[Any, Any], nn.Module]) -> Callable[[Any], nn.Module]:
@@ -1686,6 +1706,39 @@ LAYERS = [
     *[Layer(f"geomloss SamplesLoss {loss}", "geomloss", lambda m, loss=loss, kwargs=kwargs: m.SamplesLoss(
         loss, backend="tensorized", **kwargs), ("2,6,3:BUC", "2,5,3:BUC"))
       for loss, kwargs in (("sinkhorn", {"blur": 0.5}), ("energy", {}), ("gaussian", {"blur": 0.5}))],
+    # more of lucidrains' layers: equivariant graph networks, MLP mixers, mixtures of experts, state spaces,
+    # hierarchical, latent (Perceiver) and linear attention
+    *[Layer(f"lucidrains {name}", module, make, layouts) for name, module, make, layouts in (
+        ("egnn-pytorch EGNN", "egnn_pytorch", lambda m: m.EGNN(dim=8), ("2,6,8:BUC", "2,6,3:BUC")),
+        ("En-transformer EnTransformer", "en_transformer", lambda m: m.EnTransformer(
+            dim=8, depth=1, dim_head=33, heads=1, neighbors=3), ("2,6,8:BUC", "2,6,3:BUC")),
+        ("mlp-mixer MLPMixer", "mlp_mixer_pytorch", lambda m: m.MLPMixer(
+            image_size=8, channels=3, patch_size=4, dim=16, depth=1, num_classes=5), ("2,3,8,8:BCSS",)),
+        ("res-mlp ResMLP", "res_mlp_pytorch", lambda m: m.ResMLP(image_size=8, patch_size=4, dim=16, depth=1,
+                                                                 num_classes=5), ("2,3,8,8:BCSS",)),
+        ("g-mlp gMLP", "g_mlp_pytorch", lambda m: m.gMLP(dim=16, depth=1, seq_len=8), (_TOKENS,)),
+        ("g-mlp gMLP, causal, tiny attention", "g_mlp_pytorch", lambda m: m.gMLP(
+            dim=16, depth=1, seq_len=8, causal=True, attn_dim=8), (_TOKENS,)),
+        ("soft-moe SoftMoE", "soft_moe_pytorch", lambda m: m.SoftMoE(dim=16, seq_len=8, num_experts=4), (_TOKENS,)),
+        ("st-moe MoE", "st_moe_pytorch", lambda m: _Part(m.MoE(dim=16, num_experts=4, gating_top_n=2), "outputs"),
+         (_TOKENS,)),
+        ("mixture-of-experts MoE", "mixture_of_experts", lambda m: _Part(m.MoE(dim=16, num_experts=4)), (_TOKENS,)),
+        ("Mega-pytorch MegaLayer", "mega_pytorch", lambda m: m.MegaLayer(dim=16, ema_heads=4, attn_dim_qk=8,
+                                                                         attn_dim_value=16), (_TOKENS,)),
+        ("gated-state-spaces GSS", "gated_state_spaces_pytorch", lambda m: m.GSS(dim=16, dss_kernel_N=8,
+                                                                                 dss_kernel_H=16), (_TOKENS,)),
+        ("h-transformer-1d HAttention1D", "h_transformer_1d.h_transformer_1d", lambda m: m.HAttention1D(
+            dim=16, heads=2, dim_head=8, block_size=2), ("2,16,16:BTC",)),
+        ("perceiver-pytorch Perceiver", "perceiver_pytorch", lambda m: m.Perceiver(
+            input_channels=3, input_axis=2, num_freq_bands=4, max_freq=4., depth=1, num_latents=4, latent_dim=16,
+            cross_heads=1, latent_heads=2, cross_dim_head=8, latent_dim_head=8, num_classes=5), ("2,6,6,3:BSSC",)),
+        ("perceiver-pytorch PerceiverIO", "perceiver_pytorch", lambda m: _Part(m.PerceiverIO(
+            dim=16, queries_dim=8, depth=1, num_latents=4, latent_dim=16, cross_heads=1, latent_heads=2,
+            cross_dim_head=8, latent_dim_head=8, logits_dim=5), None, ("queries",)), (_TOKENS, "2,3,8:BTC")),
+        ("linear-attention-transformer SelfAttention", "linear_attention_transformer.linear_attention_transformer",
+         lambda m: m.SelfAttention(dim=16, heads=2), (_TOKENS,)),
+        ("bidirectional-cross-attention", "bidirectional_cross_attention", lambda m: m.BidirectionalCrossAttention(
+            dim=16, heads=2, dim_head=8, context_dim=8), (_TOKENS, "2,5,8:BTC")))],
 ]
 
 
@@ -2035,13 +2088,31 @@ FINDINGS: dict[tuple[str, str], str] = {
         "points (x.view(-1, D)), so each pair of clouds' loss depends on the others in the batch"),
     ("geomloss SamplesLoss sinkhorn", "noncontiguous"): (
         "true: it flattens the batch's points with x.view(-1, D), which raises on a non-contiguous cloud"),
+    ("lucidrains st-moe MoE", "deterministic"): (
+        "by design: its top-n gating routes a token to its second expert with probability min(1, gate / threshold), "
+        "drawn with uniform_ in eval too (threshold_eval), so predict is random (at seed 0 a draw changes a route)"),
+    ("lucidrains mixture-of-experts MoE", "deterministic"): (
+        "by design: its default second_policy_eval='random' routes each token to its second expert at random in "
+        "eval too, so predict is random"),
 }
 
 
 # False alarms layercheck still gives, with what is known (fix pending): counted apart, never as passes.
 # (kornia's DenseSIFTDescriptor was one until its steepness stopped growing the step: Note [steep at
 # the base step].)
-KNOWN_FALSE_ALARMS: dict[tuple[str, str], str] = {}
+KNOWN_FALSE_ALARMS: dict[tuple[str, str], str] = {
+    # float32 rounding the measured floor does not see: its output gates are sigmoid(Wx + b) with W zero and b
+    # 10 at initialisation, a constant 0.99995 whose float32 rounding no one-ulp move of the inputs and
+    # parameters changes, so the floor (8x the spread of four such moves) is 4e-12 where the float32 error of
+    # the gates' bias gradient (3e-8, summed over terms that cancel) is 5e-10, and the coordinates' gradient
+    # is 3e-4 off its float64 value; the float64 gradients pass at every seed
+    ("lucidrains En-transformer EnTransformer", "gradients[float32]"): (
+        "the float32 gradient of the output gates' bias is 1.7% off float64's (seed 0), beyond a floor that "
+        "misses rounding of values no one-ulp move changes"),
+    ("lucidrains En-transformer EnTransformer", "grad_output"): (
+        "the combination of grad_outputs differs by 1.1e-3 on 2.36 in the coordinates' gradient (seed 1), float32 "
+        "rounding 3x the floor measured for it"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
