@@ -30,7 +30,7 @@ beside a CPU torch without pulling another torch:
         asteroid-filterbanks geomloss egnn-pytorch En-transformer taylor-series-linear-attention \
         mlp-mixer-pytorch res-mlp-pytorch g-mlp-pytorch soft-moe-pytorch st-moe-pytorch beartype \
         mixture-of-experts Mega-pytorch gated-state-spaces-pytorch h-transformer-1d perceiver-pytorch \
-        linear-attention-transformer bidirectional-cross-attention \
+        linear-attention-transformer bidirectional-cross-attention sru torchkbnufft \
         scikit-learn joblib threadpoolctl narwhals cloudpickle pandas matplotlib cycler fonttools kiwisolver \
         pyparsing python-dateutil six pillow
 
@@ -318,6 +318,24 @@ class _Part(nn.Module):
         if self.key is None:
             return out
         return getattr(out, self.key) if isinstance(self.key, str) else out[self.key]
+
+
+class _NUFFT(nn.Module):
+    """torchkbnufft's non-uniform FFT of a 2-d image (or its adjoint, of k-space samples) at 12
+    k-space points, complex data as real and imaginary parts in a last dimension of two (layercheck
+    draws real inputs); the trajectory a buffer, or a parameter (``learned``)."""
+
+    def __init__(self, tkbn: Any, adjoint: bool = False, learned: bool = False) -> None:
+        super().__init__()
+        self.op = (tkbn.KbNufftAdjoint if adjoint else tkbn.KbNufft)(im_size=(8, 8))
+        omega = torch.linspace(-3.0, 3.0, 24).view(2, 12)
+        if learned:
+            self.omega = nn.Parameter(omega)
+        else:
+            self.register_buffer("omega", omega)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.view_as_real(self.op(torch.view_as_complex(x.contiguous()), self.omega))
 
 
 def _pyro(build: Callable[[Any, Any], nn.Module]) -> Callable[[Any], nn.Module]:
@@ -1739,6 +1757,14 @@ LAYERS = [
          lambda m: m.SelfAttention(dim=16, heads=2), (_TOKENS,)),
         ("bidirectional-cross-attention", "bidirectional_cross_attention", lambda m: m.BidirectionalCrossAttention(
             dim=16, heads=2, dim_head=8, context_dim=8), (_TOKENS, "2,5,8:BTC")))],
+    # SRU's recurrent cell (its CPU kernel), and torchkbnufft's non-uniform FFTs (hand-written
+    # interpolation Functions, complex data as real pairs)
+    *[Layer(f"sru SRU{name}", "sru", lambda m, kwargs=kwargs: _Part(m.SRU(8, 8, num_layers=2, **kwargs)),
+            ("5,2,8:TBC",)) for name, kwargs in (("", {}), (", bidirectional", {"bidirectional": True}))],
+    *[Layer(f"torchkbnufft {name}", "torchkbnufft", make, (layout,)) for name, make, layout in (
+        ("KbNufft", lambda m: _NUFFT(m), "1,2,8,8,2:BCSSU"),
+        ("KbNufft, learned trajectory", lambda m: _NUFFT(m, learned=True), "1,2,8,8,2:BCSSU"),
+        ("KbNufftAdjoint", lambda m: _NUFFT(m, adjoint=True), "1,2,12,2:BCTU"))],
 ]
 
 
@@ -2094,6 +2120,14 @@ FINDINGS: dict[tuple[str, str], str] = {
     ("lucidrains mixture-of-experts MoE", "deterministic"): (
         "by design: its default second_policy_eval='random' routes each token to its second expert at random in "
         "eval too, so predict is random"),
+    **{(f"sru SRU{name}", "dtype[float64]"): (
+        "true: its CPU kernel (torch.ops.sru_cpu.cpu_forward, TorchScript) takes float32 only ('expected scalar type "
+        "Float but found Double'): the layer cannot run in float64 (its gradients are judged against float32 "
+        "differences)") for name in ("", ", bidirectional")},
+    ("torchkbnufft KbNufft, learned trajectory", "backward_runs"): (
+        "true (a limitation): the table interpolation Function's backward returns None for the trajectory omega, "
+        "so a k-space trajectory cannot be learned through KbNufft; the message names the parameter, with a "
+        "hand-written backward returning None among the causes it lists"),
 }
 
 
