@@ -145,3 +145,19 @@ def test_a_reversible_block_s_backward_pass_is_mutated_and_no_other_method(tmp_p
     mutants = bench.mutants_of(BLOCK_SOURCE, tmp_path / "block.py")
     assert mutants and all(m.line in (7, 8) for m in mutants), [(m.line, m.after) for m in mutants]
     assert "torch.ones_like(dy)" in [m.after for m in mutants if m.operator == "drop_grad_output"]
+
+
+def test_mutants_of_the_named_classes_only(tmp_path: Path) -> None:
+    # a module of many Functions (PyPose's forty Lie group operations): an original names the
+    # ones its layer goes through, and only their backward passes are mutated
+    bench = load_benchmark()
+    other = SOURCE.replace("class SquaredReLU", "class Doubled").replace("2 * x, 0.0", "4 * x, 0.0")
+    source = SOURCE + "\n\n" + other.split("import torch\n", 1)[1]
+    path = tmp_path / "two.py"
+    every = bench.mutants_of(source, path)
+    named = bench.mutants_of(source, path, ["Doubled"])
+    start = source.index("class Doubled")
+    first_line = source[:start].count("\n") + 1
+    assert named and len(named) < len(every)
+    assert all(m.line > first_line for m in named)
+    assert {m.source for m in named} <= {m.source for m in every}
