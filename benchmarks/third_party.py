@@ -30,7 +30,7 @@ beside a CPU torch without pulling another torch:
         asteroid-filterbanks geomloss egnn-pytorch En-transformer taylor-series-linear-attention \
         mlp-mixer-pytorch res-mlp-pytorch g-mlp-pytorch soft-moe-pytorch st-moe-pytorch beartype \
         mixture-of-experts Mega-pytorch gated-state-spaces-pytorch h-transformer-1d perceiver-pytorch \
-        linear-attention-transformer bidirectional-cross-attention sru torchkbnufft \
+        linear-attention-transformer bidirectional-cross-attention sru torchkbnufft pytorch-crf FrEIA \
         scikit-learn joblib threadpoolctl narwhals cloudpickle pandas matplotlib cycler fonttools kiwisolver \
         pyparsing python-dateutil six pillow
 
@@ -336,6 +336,25 @@ class _NUFFT(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.view_as_real(self.op(torch.view_as_complex(x.contiguous()), self.omega))
+
+
+def _freia_subnet(c_in: int, c_out: int) -> nn.Module:
+    return nn.Sequential(nn.Linear(c_in, 8), nn.ReLU(), nn.Linear(8, c_out))
+
+
+class _INN(nn.Module):
+    """FrEIA's invertible network of two blocks of a kind on 6 features: its output and the
+    log-determinant of its Jacobian."""
+
+    def __init__(self, modules: Any, block: str) -> None:
+        super().__init__()
+        framework = importlib.import_module("FrEIA.framework")
+        self.inn = framework.SequenceINN(6)
+        for _ in range(2):
+            self.inn.append(getattr(modules, block), subnet_constructor=_freia_subnet)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.inn(x)
 
 
 def _pyro(build: Callable[[Any, Any], nn.Module]) -> Callable[[Any], nn.Module]:
@@ -1765,6 +1784,12 @@ LAYERS = [
         ("KbNufft", lambda m: _NUFFT(m), "1,2,8,8,2:BCSSU"),
         ("KbNufft, learned trajectory", lambda m: _NUFFT(m, learned=True), "1,2,8,8,2:BCSSU"),
         ("KbNufftAdjoint", lambda m: _NUFFT(m, adjoint=True), "1,2,12,2:BCTU"))],
+    # pytorch-crf's linear-chain CRF (the log-likelihood of tag sequences) and FrEIA's invertible networks
+    Layer("pytorch-crf CRF log-likelihood", "torchcrf",
+          lambda m: _Part(m.CRF(5, batch_first=True), None, ("tags",)), ("2,6,5:BTC", "2,6:BT dtype=int64 values=0:5")),
+    *[Layer(f"FrEIA SequenceINN of {block}", "FrEIA.modules", lambda m, block=block: _INN(m, block), ("4,6:BC",))
+      for block in ("AllInOneBlock", "GLOWCouplingBlock", "RNVPCouplingBlock", "NICECouplingBlock",
+                    "GINCouplingBlock")],
 ]
 
 
@@ -2128,6 +2153,11 @@ FINDINGS: dict[tuple[str, str], str] = {
         "true (a limitation): the table interpolation Function's backward returns None for the trajectory omega, "
         "so a k-space trajectory cannot be learned through KbNufft; the message names the parameter, with a "
         "hand-written backward returning None among the causes it lists"),
+    **{(f"FrEIA SequenceINN of {block}", "copy"): (
+        "true: its blocks keep lambdas made in __init__ (a coupling block's f_clamp, AllInOneBlock's "
+        "global_scale_activation), which pickle refuses: torch.save of a whole FrEIA model fails (its state_dict "
+        "saves)") for block in ("AllInOneBlock", "GLOWCouplingBlock", "RNVPCouplingBlock", "NICECouplingBlock",
+                                "GINCouplingBlock")},
 }
 
 
