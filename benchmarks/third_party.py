@@ -282,17 +282,6 @@ class _LieOp(nn.Module):
         return self.algebra(self.r).Exp().Act(x)
 
 
-class _Call(nn.Module):
-    """A library's function as a layer: ``function(*inputs, **kwargs)``."""
-
-    def __init__(self, function: Callable[..., torch.Tensor], **kwargs: Any) -> None:
-        super().__init__()
-        self.function, self.kwargs = function, kwargs
-
-    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-        return self.function(*inputs, **self.kwargs)
-
-
 class _EncoderDecoder(nn.Module):
     """asteroid-filterbanks' encoder and decoder of one filterbank, through each other."""
 
@@ -305,19 +294,17 @@ class _EncoderDecoder(nn.Module):
 
 
 class _Part(nn.Module):
-    """A layer whose call returns more than its output, or takes its other inputs as keywords: the
-    item or attribute that is the output (``key``; None: all of it), the inputs after the first
-    passed as the keywords ``names``."""
+    """A layer whose call returns its output as an attribute of what it returns (``key``; None:
+    it returns the output), or takes its inputs after the first as the keywords ``names``. (A
+    tuple's first element: ``_Output``.)"""
 
-    def __init__(self, layer: nn.Module, key: int | str | None = 0, names: tuple[str, ...] = ()) -> None:
+    def __init__(self, layer: nn.Module, key: str | None, names: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.layer, self.key, self.names = layer, key, names
 
     def forward(self, x: torch.Tensor, *others: torch.Tensor) -> torch.Tensor:
         out = self.layer(x, **dict(zip(self.names, others))) if self.names else self.layer(x, *others)
-        if self.key is None:
-            return out
-        return getattr(out, self.key) if isinstance(self.key, str) else out[self.key]
+        return out if self.key is None else getattr(out, self.key)
 
 
 class _NUFFT(nn.Module):
@@ -1724,9 +1711,9 @@ LAYERS = [
       for group, algebra, size in (("SO3", "so3", 3), ("SE3", "se3", 6), ("RxSO3", "rxso3", 4), ("Sim3", "sim3", 7))],
     # torch-dct: discrete cosine transforms through the FFT
     *[Layer(f"torch-dct {name}", "torch_dct", make, (layout,)) for name, make, layout in (
-        ("dct", lambda m: _Call(m.dct), "3,8:BC"), ("dct_2d, orthonormal", lambda m: _Call(m.dct_2d, norm="ortho"),
-                                                      "2,6,8:BSS"),
-        ("idct, orthonormal", lambda m: _Call(m.idct, norm="ortho"), "3,8:BC"))],
+        ("dct", lambda m: _Function(m.dct), "3,8:BC"),
+        ("dct_2d, orthonormal", lambda m: _Function(m.dct_2d, norm="ortho"), "2,6,8:BSS"),
+        ("idct, orthonormal", lambda m: _Function(m.idct, norm="ortho"), "3,8:BC"))],
     # image and audio losses: SSIM and MS-SSIM (pytorch_msssim), auraloss's time and STFT losses
     *[Layer(f"pytorch_msssim {name}", "pytorch_msssim", make, (layout, layout)) for name, make, layout in (
         ("SSIM", lambda m: m.SSIM(data_range=1.0, channel=3, win_size=7), "2,3,16,16:BCSS values=0:1"),
@@ -1759,7 +1746,7 @@ LAYERS = [
         ("soft-moe SoftMoE", "soft_moe_pytorch", lambda m: m.SoftMoE(dim=16, seq_len=8, num_experts=4), (_TOKENS,)),
         ("st-moe MoE", "st_moe_pytorch", lambda m: _Part(m.MoE(dim=16, num_experts=4, gating_top_n=2), "outputs"),
          (_TOKENS,)),
-        ("mixture-of-experts MoE", "mixture_of_experts", lambda m: _Part(m.MoE(dim=16, num_experts=4)), (_TOKENS,)),
+        ("mixture-of-experts MoE", "mixture_of_experts", lambda m: _Output(m.MoE(dim=16, num_experts=4)), (_TOKENS,)),
         ("Mega-pytorch MegaLayer", "mega_pytorch", lambda m: m.MegaLayer(dim=16, ema_heads=4, attn_dim_qk=8,
                                                                          attn_dim_value=16), (_TOKENS,)),
         ("gated-state-spaces GSS", "gated_state_spaces_pytorch", lambda m: m.GSS(dim=16, dss_kernel_N=8,
@@ -1778,7 +1765,7 @@ LAYERS = [
             dim=16, heads=2, dim_head=8, context_dim=8), (_TOKENS, "2,5,8:BTC")))],
     # SRU's recurrent cell (its CPU kernel), and torchkbnufft's non-uniform FFTs (hand-written
     # interpolation Functions, complex data as real pairs)
-    *[Layer(f"sru SRU{name}", "sru", lambda m, kwargs=kwargs: _Part(m.SRU(8, 8, num_layers=2, **kwargs)),
+    *[Layer(f"sru SRU{name}", "sru", lambda m, kwargs=kwargs: _Output(m.SRU(8, 8, num_layers=2, **kwargs)),
             ("5,2,8:TBC",)) for name, kwargs in (("", {}), (", bidirectional", {"bidirectional": True}))],
     *[Layer(f"torchkbnufft {name}", "torchkbnufft", make, (layout,)) for name, make, layout in (
         ("KbNufft", lambda m: _NUFFT(m), "1,2,8,8,2:BCSSU"),

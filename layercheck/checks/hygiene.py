@@ -475,8 +475,7 @@ def _moved_by_its_calls(ctx: Context, names: set[str]) -> list[str]:
         watched = {}
         for subject in (predicting, training):
             assert subject.module is not None
-            kept = {id(t) for t in [*subject.module.parameters(), *subject.module.buffers()]}
-            watched.update({_storage_of(t): name for name, _, t in _unregistered(subject.module, kept)
+            watched.update({_storage_of(t): name for name, _, t in _unregistered(subject.module)
                             if name in names and t.device.type == "cpu"})
         with _Reads(watched) as reads:
             predict_run(predicting)
@@ -496,8 +495,7 @@ def _carried_by_the_layer(ctx: Context, names: set[str]) -> list[str]:
         moved = module.to("meta")
     except Exception:  # a layer that cannot go to meta: what its _apply does is not known
         return []
-    kept = {id(t) for t in [*moved.parameters(), *moved.buffers()]}
-    return [name for name, _, t in _unregistered(moved, kept) if name in names and t.device.type == "meta"]
+    return [name for name, _, t in _unregistered(moved) if name in names and t.device.type == "meta"]
 
 
 _MOVES = (torch.Tensor.to, torch.Tensor.type_as, torch.Tensor.cuda)
@@ -532,8 +530,11 @@ def _storage_of(t: torch.Tensor) -> int:
         return id(t)
 
 
-def _unregistered(module: nn.Module, registered: set[int]) -> list[tuple[str, str, torch.Tensor]]:
-    """(dotted name, owner class, tensor) of every tensor held in a plain attribute."""
+def _unregistered(module: nn.Module, registered: set[int] | None = None) -> list[tuple[str, str, torch.Tensor]]:
+    """(dotted name, owner class, tensor) of every tensor held in a plain attribute, that is none
+    of ``registered`` (ids; by default the module's parameters and buffers as they are now)."""
+    if registered is None:
+        registered = {id(t) for t in [*module.parameters(), *module.buffers()]}
     found = []
     for prefix, sub in module.named_modules():
         for attr, value in vars(sub).items():

@@ -122,12 +122,12 @@ def judge(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.T
         again = [compare(p) for p in fresh]
         comparisons = again if all(c.agrees for c in again) else comparisons + again
     passed = all(c.agrees for c in comparisons)
-    if not passed and slot is None and region is None and outputs is None:
+    whole = slot is None and region is None and outputs is None  # the joint judgement, not a diagnosis
+    if not passed and whole:
         jump = _jump(fd, [c for c in comparisons if not c.agrees])
         if jump is not None:  # Note [jumps]
             raise TooNoisy(jump)
-    if not passed and slot is None and region is None and outputs is None and all(
-            c.unresolved for c in comparisons if not c.agrees):
+    if not passed and whole and all(c.unresolved for c in comparisons if not c.agrees):
         worst = max((c for c in comparisons if not c.agrees), key=lambda c: c.relative_error)
         if worst.taken_at is not None:  # Note [steep below the base step]
             where = (f"at the step its rounding noise seemed to need ({step:.2g}) they miss the analytic value, and "
