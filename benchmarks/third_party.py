@@ -2150,20 +2150,9 @@ FINDINGS: dict[tuple[str, str], str] = {
 
 # False alarms layercheck still gives, with what is known (fix pending): counted apart, never as passes.
 # (kornia's DenseSIFTDescriptor was one until its steepness stopped growing the step: Note [steep at
-# the base step].)
-KNOWN_FALSE_ALARMS: dict[tuple[str, str], str] = {
-    # float32 rounding the measured floor does not see: its output gates are sigmoid(Wx + b) with W zero and b
-    # 10 at initialisation, a constant 0.99995 whose float32 rounding no one-ulp move of the inputs and
-    # parameters changes, so the floor (8x the spread of four such moves) is 4e-12 where the float32 error of
-    # the gates' bias gradient (3e-8, summed over terms that cancel) is 5e-10, and the coordinates' gradient
-    # is 3e-4 off its float64 value; the float64 gradients pass at every seed
-    ("lucidrains En-transformer EnTransformer", "gradients[float32]"): (
-        "the float32 gradient of the output gates' bias is 1.7% off float64's (seed 0), beyond a floor that "
-        "misses rounding of values no one-ulp move changes"),
-    ("lucidrains En-transformer EnTransformer", "grad_output"): (
-        "the combination of grad_outputs differs by 1.1e-3 on 2.36 in the coordinates' gradient (seed 1), float32 "
-        "rounding 3x the floor measured for it"),
-}
+# the base step]; lucidrains' En-transformer until the rounding floor emulated float32 rounding on the
+# float64 run: Note [emulated rounding].)
+KNOWN_FALSE_ALARMS: dict[tuple[str, str], str] = {}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ the JSON report."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from layercheck import check_layer
+from layercheck import calibration, check_layer
 from layercheck.cli import app
+from layercheck.compare import Allowance, assert_close
+from layercheck.errors import CheckFailed
 from layercheck.layout import Layout
 from layercheck.loading import resolve
 from layercheck.registry import select
@@ -769,6 +772,65 @@ def test_a_float32_gradient_within_its_rounding_floor_is_named_in_the_pass_messa
     (result,) = [r for r in report.results if r.check == "gradients" and r.variant == "float32"]
     assert result.status.value == "passed"
     assert "parameter 'conv.bias' beyond the tolerance but within the rounding floor measured for it" in result.message
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_float32_rounding_of_a_constant_no_perturbation_moves_is_measured_by_emulating_it(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Note [emulated rounding]: a gate biased wide open is a constant whose float32 sigmoid is a
+    whole spacing off, 4% of its derivative, the same in every perturbed run. The float32 gradients
+    of the gate pass, within the floor float32 rounding emulated on the float64 run gives; without
+    that floor (the perturbed runs' alone) they fail, as they did before it."""
+    def float32_row(report: RunReport) -> Any:
+        (row,) = [r for r in report.results if r.check == "gradients" and r.variant == "float32"]
+        return row
+
+    row = float32_row(run_zoo("good_saturated_gate", only=("gradients",), seed=seed))
+    assert row.status.value == "passed", row.message
+    assert "within the rounding floor measured for" in row.message
+    monkeypatch.setattr(calibration, "emulated", lambda *args, **kwargs: None)
+    row = float32_row(run_zoo("good_saturated_gate", only=("gradients",), seed=seed))
+    assert row.status.value == "failed" and "'gate." in row.message, row.message
+
+
+def test_emulated_float32_rounding_moves_a_value_at_most_a_spacing_and_a_half_and_equal_values_alike() -> None:
+    """Note [emulated rounding]: values float32 holds exactly, non-finite values and values beyond
+    float32's range stay; every other value lands on float32's grid within one and a half of its
+    spacings, equal values alike (a hash of the value, not a fresh draw), other seeds otherwise."""
+    third, tenth = 1 / 3, 0.1
+    t = torch.tensor([1.0, 0.5, -3.0, 0.0, 1e300, math.inf, math.nan] + [third, tenth] * 3, dtype=torch.float64)
+    draws = [calibration._rounded(t, seed) for seed in range(8)]
+    for r in draws:
+        assert torch.equal(r[:6], t[:6]) and math.isnan(float(r[6]))
+        rounded = r[7:]
+        assert torch.equal(rounded.float().double(), rounded)  # on float32's grid
+        spacing = torch.tensor([2.0 ** -25, 2.0 ** -27] * 3, dtype=torch.float64)  # float32's at 1/3 and 0.1
+        assert bool(((rounded - t[7:]).abs() <= 1.5 * spacing).all())
+        assert len(set(rounded[0::2].tolist())) == 1 and len(set(rounded[1::2].tolist())) == 1
+    assert len({float(r[7]) for r in draws}) > 1 and len({float(r[8]) for r in draws}) > 1
+
+
+def test_floors_are_measured_in_turn_and_only_while_a_comparison_needs_them() -> None:
+    """A floor that costs runs of the layer is measured only when the one before it is exceeded;
+    the larger floor is kept, and a failure names the last one's source."""
+    measured: list[float] = []
+
+    def floor(value: float) -> Any:
+        return lambda: (measured.append(value) or value, f"floor {value:g}")
+
+    def compare(difference: float) -> None:
+        measured.clear()
+        allowance = calibration._refined(Allowance(0.0, 0.0), [floor(1.0), floor(0.5), floor(4.0)])
+        assert_close([torch.zeros(2)], [torch.tensor([0.0, difference])], what="test", allowance=allowance)
+
+    compare(0.0)
+    assert measured == []
+    compare(0.7)
+    assert measured == [1.0]
+    compare(3.0)
+    assert measured == [1.0, 0.5, 4.0]
+    with pytest.raises(CheckFailed, match="rounding floor=4 \\(floor 4\\)"):
+        compare(5.0)
 
 
 def test_a_detached_maximum_whose_eps_makes_it_matter_fails_naming_it_and_the_tolerance_that_accepts_it() -> None:

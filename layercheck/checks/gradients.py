@@ -31,7 +31,6 @@ from layercheck.numerics.verdict import GRADIENT_TOLERANCE, Verdict, judge
 from layercheck.registry import GRADIENTS, check
 from layercheck.sdk import (
     DTYPES,
-    FLOOR_SOURCE,
     FORWARD,
     Allowance,
     CheckFailed,
@@ -1180,14 +1179,16 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
             gap = _Gap.of(got, expected)
             difference = gap.relative
             worst = max(worst, difference)
-            floor = gradient_norm_floor(ctx, name) if difference > tolerance else 0.0
+            floor, source = (gradient_norm_floor(ctx, name, needed=gap.difference - tolerance * gap.size)
+                             if difference > tolerance else (0.0, ""))
             if gap.excess(tolerance, floor) > 1:
                 found = mismatch(expected, got, Allowance(0.0, tolerance * largest(expected))) or {}
                 where = (f"; worst at index {tuple(found['index'])}: {found['actual']:.6g} vs {found['expected']:.6g}"
                          if found else "")
                 raise CheckFailed(
                     f"{description}, the gradient of {name} differs from its gradient when every tensor requires "
-                    f"grad: relative difference {difference:.3g} > tolerance {tolerance:g}{_floor_text(floor)}{where}",
+                    f"grad: relative difference {difference:.3g} > tolerance {tolerance:g}"
+                    f"{_floor_text(floor, source)}{where}",
                     mask=description, tensor=name, relative_difference=difference, tolerance=tolerance, **found)
     return (f"{len(masks)} pattern(s) of frozen tensors leave the other gradients unchanged "
             f"(largest relative difference {worst:.2g}, tolerance {tolerance:g})",
@@ -1427,7 +1428,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     names = ref.fd.fn.names
     gaps = [_Gap.of(g, e) for g, e in zip(low, high)]
     differences = [gap.relative for gap in gaps]
-    floors = _floors(ctx, names, differences, tolerance, dtype, beside=ref.beside)
+    floors, sources = _floors(ctx, names, gaps, tolerance, dtype, beside=ref.beside)
     excess = [gap.excess(tolerance, floor) for gap, floor in zip(gaps, floors)]
     worst = max(range(len(names)), key=lambda i: excess[i])
     details: dict[str, Any] = {"tolerance": tolerance, "relative_differences": dict(zip(names, differences)),
@@ -1469,7 +1470,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
         raise CheckFailed(
             f"the {name} gradient of {names[worst]} differs from the float64 gradient (which agrees with "
             f"finite differences): relative difference {differences[worst]:.3g} > tolerance {tolerance:g}"
-            f"{_floor_text(floors[worst])}{where}",
+            f"{_floor_text(floors[worst], sources[worst])}{where}",
             tensor=names[worst], **details, **found)
     # Both differ from each other and the float64 one is wrong: judge this one on its own.
     with skip_if_not_differentiable():
@@ -1484,16 +1485,18 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     raise _disagreement(ref, f"{name} gradients differ from the float64 ones ({own.summary()}), and both", details)
 
 
-def _floors(ctx: Context, names: Sequence[str], differences: Sequence[float], tolerance: float,
-            dtype: torch.dtype, *, beside: bool = False) -> list[float]:
+def _floors(ctx: Context, names: Sequence[str], gaps: Sequence[_Gap], tolerance: float,
+            dtype: torch.dtype, *, beside: bool = False) -> tuple[list[float], list[str]]:
     """Per tensor, the rounding floor of the norm of a difference between two computations of
-    its gradient (Note [rounding floor] in ``layercheck/calibration.py``), on the layer beside
-    the point where the gradients were compared there; measured only when some tensor exceeds
-    the tolerance without it."""
-    if all(d <= tolerance for d in differences):
-        return [0.0] * len(names)
+    its gradient (Note [rounding floor] in ``layercheck/calibration.py``) and where it comes
+    from, on the layer beside the point where the gradients were compared there; measured only
+    when some tensor exceeds the tolerance without it."""
+    if all(gap.relative <= tolerance for gap in gaps):
+        return [0.0] * len(names), [""] * len(names)
     at = Point("beside the kinks", lambda: _fresh(ctx, torch.float32, True)) if beside else None
-    return [gradient_norm_floor(ctx, name, dtype, at=at) for name in names]
+    found = [gradient_norm_floor(ctx, name, dtype, at=at, needed=gap.difference - tolerance * gap.size)
+             for name, gap in zip(names, gaps)]
+    return [floor for floor, _ in found], [source for _, source in found]
 
 
 @dataclass(frozen=True)
@@ -1523,8 +1526,8 @@ class _Gap:
         return ratio(self.difference, tolerance * self.size + floor)
 
 
-def _floor_text(floor: float) -> str:
-    return f", beyond the rounding floor {floor:.3g} of its norm ({FLOOR_SOURCE})" if floor > 0 else ""
+def _floor_text(floor: float, source: str) -> str:
+    return f", beyond the rounding floor {floor:.3g} of its norm ({source})" if floor > 0 else ""
 
 
 def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[torch.Tensor | None],
