@@ -36,8 +36,8 @@ sparsemax, pytorch_tabnet's sparsemax and entmax-1.5, gpytorch's RBF and Matern 
 log normal CDF, e3nn's soft unit step, torch_einops_utils' soft-target cross entropies and
 categorical KL, memcnn's additive and affine couplings, pytorch_wavelets' dual-tree complex
 wavelet transform (forward and inverse), Hugging Face transformers' and diffsort's, PyPose's Lie
-group Functions and qpth's quadratic program), each through a small layer of ours that loads the
-mutated copy of the module.
+group Functions, qpth's quadratic program and SpeechBrain's quaternion linear layer), each
+through a small layer of ours that loads the mutated copy of the module.
 """
 
 from __future__ import annotations
@@ -752,6 +752,17 @@ THIRD_PARTY = [
      "        e = torch.empty(0, dtype=p.dtype, device=p.device)\n"
      "        return M.QPFunction(verbose=-1)(q, p, g, (g @ z.unsqueeze(-1)).squeeze(-1) + 1, e, e)",
      ("3,4:BC", "3,4,4:BCU", "3,2,4:BUC", "3,4:BC"), ["QPFunctionFn"]),
+    # SpeechBrain's quaternion linear layer with its hand-written backward (Parcollet's thesis):
+    # the input's and the four weight components' gradients through the Hamilton product, and
+    # the bias's (its original fails needs_input_grad: third_party.py)
+    ("speechbrain QuaternionLinearCustomBackward", "speechbrain.nnet.quaternion_networks.q_ops",
+     "class LAYER(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        g = torch.Generator().manual_seed(0)\n"
+     "        self.r, self.i, self.j, self.k = (nn.Parameter(0.5 * torch.randn(2, 3, generator=g)) for _ in range(4))\n"
+     "        self.bias = nn.Parameter(0.1 * torch.randn(12, generator=g))\n\n"
+     "    def forward(self, x):\n"
+     "        return M.QuaternionLinearCustomBackward.apply(x, self.r, self.i, self.j, self.k, self.bias)",
+     ("5,8:BC",), ["QuaternionLinearCustomBackward"]),
 ]
 SIBLING = """import importlib.util
 import sys
@@ -799,8 +810,8 @@ def third_party(folder: Path) -> list[Original]:
         print(f"not installed, left out: {', '.join(dict.fromkeys(missing))} (pip install --no-deps entmax "
               "memory-efficient-attention-pytorch einops timm monai pytorch_wavelets PyWavelets mambapy revtorch "
               "reformer-pytorch axial-positional-embedding linear_operator jaxtyping wadler_lindig roma torch-struct "
-              "torchdiffeq scipy sparsemax pytorch-tabnet gpytorch e3nn torch-einops-utils memcnn pypose qpth; "
-              "qpth imports cvxpy)",
+              "torchdiffeq scipy sparsemax pytorch-tabnet gpytorch e3nn torch-einops-utils memcnn pypose qpth "
+              "speechbrain; qpth imports cvxpy)",
               file=sys.stderr)
     return found
 

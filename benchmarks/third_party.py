@@ -31,8 +31,8 @@ beside a CPU torch without pulling another torch:
         mlp-mixer-pytorch res-mlp-pytorch g-mlp-pytorch soft-moe-pytorch st-moe-pytorch beartype \
         mixture-of-experts Mega-pytorch gated-state-spaces-pytorch h-transformer-1d perceiver-pytorch \
         linear-attention-transformer bidirectional-cross-attention sru torchkbnufft pytorch-crf FrEIA \
-        scikit-learn joblib threadpoolctl narwhals cloudpickle pandas matplotlib cycler fonttools kiwisolver \
-        pyparsing python-dateutil six pillow
+        speechbrain hyperpyyaml ruamel.yaml scikit-learn joblib threadpoolctl narwhals cloudpickle pandas matplotlib \
+        cycler fonttools kiwisolver pyparsing python-dateutil six pillow
 
 (timm needs torchvision: ``pip install --no-deps timm torchvision``. The torchvision wheels on
 PyPI are built for a CUDA torch; beside a CPU torch their C extension does not load, and
@@ -42,12 +42,16 @@ PyPI are built for a CUDA torch; beside a CPU torch their C extension does not l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import importlib.machinery
+import importlib.util
 import inspect
 import sys
 import time
+import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +99,30 @@ def torchvision_importable() -> None:
 
 
 _KEPT: list[Any] = []
+
+
+@contextlib.contextmanager
+def _without_torchaudio() -> Iterator[None]:
+    """A stand-in torchaudio while speechbrain's modules import, where torchaudio is not installed (its C
+    extension, built for another torch, does not load beside this one: the install line leaves it out).
+    SpeechBrain's package imports it to read its version, and some modules for features the layers here do
+    not use. Taken away after, so that other libraries still find no torchaudio."""
+    if "torchaudio" in sys.modules or importlib.util.find_spec("torchaudio") is not None:
+        yield
+        return
+    stand_in = types.ModuleType("torchaudio")
+    stand_in.__version__ = "2.11.0"  # type: ignore[attr-defined]
+    stand_in.__spec__ = importlib.machinery.ModuleSpec("torchaudio", None)
+    sys.modules["torchaudio"] = stand_in
+    try:
+        yield
+    finally:
+        sys.modules.pop("torchaudio", None)
+
+
+def _speechbrain(module: str) -> Any:
+    with _without_torchaudio():
+        return importlib.import_module(module)
 
 
 @dataclass(frozen=True)
@@ -1777,6 +1805,60 @@ LAYERS = [
     *[Layer(f"FrEIA SequenceINN of {block}", "FrEIA.modules", lambda m, block=block: _INN(m, block), ("4,6:BC",))
       for block in ("AllInOneBlock", "GLOWCouplingBlock", "RNVPCouplingBlock", "NICECouplingBlock",
                     "GINCouplingBlock")],
+    # SpeechBrain: quaternion and complex-valued networks (QLinear's hand-written backward among them), light
+    # GRUs, SincNet's filters, statistics pooling, speaker embeddings (ECAPA-TDNN, x-vectors), PCEN, Conformer
+    *[Layer(f"speechbrain {name}", "speechbrain", lambda m, module=module, make=make: make(_speechbrain(module)),
+            (layout,)) for name, module, make, layout in (
+        ("QLinear, hand-written backward", "speechbrain.nnet.quaternion_networks.q_linear",
+         lambda m: m.QLinear(n_neurons=8, input_shape=(4, 5, 8), autograd=False), "4,5,8:BTC"),
+        ("QLinear", "speechbrain.nnet.quaternion_networks.q_linear",
+         lambda m: m.QLinear(n_neurons=8, input_shape=(4, 5, 8)), "4,5,8:BTC"),
+        ("QConv2d", "speechbrain.nnet.quaternion_networks.q_CNN",
+         lambda m: m.QConv2d(out_channels=8, kernel_size=3, input_shape=(2, 6, 6, 8)), "2,6,6,8:BSSC"),
+        ("QLSTM", "speechbrain.nnet.quaternion_networks.q_RNN",
+         lambda m: _Output(m.QLSTM(hidden_size=4, input_shape=(2, 5, 8))), "2,5,8:BTC"),
+        ("QLiGRU", "speechbrain.nnet.quaternion_networks.q_RNN",
+         lambda m: _Output(m.QLiGRU(hidden_size=4, input_shape=(2, 5, 8))), "2,5,8:BTC"),
+        ("QBatchNorm", "speechbrain.nnet.quaternion_networks.q_normalization", lambda m: m.QBatchNorm(input_size=8),
+         "4,5,8:BTC"),
+        ("CLinear", "speechbrain.nnet.complex_networks.c_linear",
+         lambda m: m.CLinear(n_neurons=4, input_shape=(2, 5, 8)), "2,5,8:BTC"),
+        ("CConv1d", "speechbrain.nnet.complex_networks.c_CNN",
+         lambda m: m.CConv1d(out_channels=4, kernel_size=3, input_shape=(2, 10, 8)), "2,10,8:BTC"),
+        ("CBatchNorm", "speechbrain.nnet.complex_networks.c_normalization", lambda m: m.CBatchNorm(input_size=8),
+         "4,5,8:BTC"),
+        ("CLayerNorm", "speechbrain.nnet.complex_networks.c_normalization", lambda m: m.CLayerNorm(input_size=8),
+         "4,5,8:BTC"),
+        ("LiGRU", "speechbrain.nnet.RNN", lambda m: _Output(m.LiGRU(hidden_size=6, input_shape=(2, 5, 8))),
+         "2,5,8:BTC"),
+        ("SLiGRU", "speechbrain.nnet.RNN", lambda m: _Output(m.SLiGRU(hidden_size=6, input_shape=(2, 5, 8))),
+         "2,5,8:BTC"),
+        ("QuasiRNN", "speechbrain.nnet.RNN", lambda m: _Output(m.QuasiRNN(hidden_size=6, input_shape=(2, 5, 8))),
+         "2,5,8:BTC"),
+        ("SincConv", "speechbrain.nnet.CNN",
+         lambda m: m.SincConv(out_channels=4, kernel_size=11, input_shape=(2, 64), sample_rate=16000), "2,64:BT"),
+        ("Conv1d, same padding", "speechbrain.nnet.CNN",
+         lambda m: m.Conv1d(out_channels=4, kernel_size=3, input_shape=(2, 10, 8)), "2,10,8:BTC"),
+        ("DepthwiseSeparableConv1d", "speechbrain.nnet.CNN",
+         lambda m: m.DepthwiseSeparableConv1d(out_channels=4, kernel_size=3, input_shape=(2, 10, 8)), "2,10,8:BTC"),
+        ("StatisticsPooling", "speechbrain.nnet.pooling", lambda m: m.StatisticsPooling(), "2,6,8:BTC"),
+        ("AttentiveStatisticsPooling", "speechbrain.lobes.models.ECAPA_TDNN",
+         lambda m: m.AttentiveStatisticsPooling(8, attention_channels=4), "2,8,6:BCT"),
+        ("ECAPA_TDNN", "speechbrain.lobes.models.ECAPA_TDNN", lambda m: m.ECAPA_TDNN(
+            input_size=8, lin_neurons=6, channels=[8, 8, 8, 8, 16], attention_channels=4), "2,10,8:BTC"),
+        ("Xvector", "speechbrain.lobes.models.Xvector",
+         lambda m: m.Xvector(in_channels=8, tdnn_channels=[8, 8, 8, 8, 16], lin_neurons=6), "2,20,8:BTC"),
+        ("PCEN", "speechbrain.nnet.normalization", lambda m: m.PCEN(input_size=8), "2,10,8:BTC values=0.01:2"),
+        ("InstanceNorm1d", "speechbrain.nnet.normalization", lambda m: m.InstanceNorm1d(input_size=8), "2,10,8:BTC"),
+        ("ExponentialMovingAverage", "speechbrain.nnet.normalization", lambda m: m.ExponentialMovingAverage(8),
+         "2,10,8:BTC"),
+        ("GumbelSoftmax", "speechbrain.nnet.activations", lambda m: m.GumbelSoftmax(tau=1.0, hard=False),
+         "2,10,8:BTC"),
+        ("ConformerEncoderLayer", "speechbrain.lobes.models.transformer.Conformer",
+         lambda m: _Output(m.ConformerEncoderLayer(kernel_size=3, d_model=8, d_ffn=16, nhead=2,
+                                                   attention_type="regularMHA")), "2,6,8:BTC"),
+        ("TransformerEncoderLayer", "speechbrain.lobes.models.transformer.Transformer",
+         lambda m: _Output(m.TransformerEncoderLayer(d_ffn=16, nhead=2, d_model=8)), "2,6,8:BTC"))],
 ]
 
 
@@ -1787,6 +1869,31 @@ _FLOAT32_ONLY = ("it allocates its running row maxima with torch.full(..., -torc
 
 # Why a layer meant to be correct fails a check: (layer name, check) -> the reason
 FINDINGS: dict[tuple[str, str], str] = {
+    ("speechbrain QLinear, hand-written backward", "needs_input_grad"): (
+        "true: QuaternionLinearCustomBackward computes the four weight gradients only when ctx.needs_input_grad[1] "
+        "(r_weight) is set, so with r_weight frozen i_weight, j_weight and k_weight get none and stop training"),
+    ("speechbrain QLinear, hand-written backward", "noncontiguous"): (
+        "true: the custom-backward path flattens its input with x.view(batch * time, features), which raises on "
+        "a non-contiguous input (a transposed one): reshape would copy"),
+    **{(f"speechbrain {name}", check): (
+        "true: its recurrent layers keep dropout masks as plain tensor attributes (drop_mask_te, a bank of 16000 "
+        "masks in drop_masks) made on the CPU, and QLinear's absent bias as a plain zero tensor: .to() moves none "
+        "of them, so on another device the layer mixes devices") for name, check in (
+        ("QLSTM", "registered_tensors"), ("QLSTM", "meta_device"), ("QLiGRU", "registered_tensors"))},
+    **{(f"speechbrain {name}", "state_valid"): (
+        "true: its running statistics are updated from the batch's statistics without detaching them, so after a "
+        "training call they carry the call's autograd graph (QBatchNorm never detaches, so the chain grows call "
+        "after call; CBatchNorm detaches at the start of the next training call) and copy.deepcopy of the "
+        "layer fails") for name in ("QBatchNorm", "QLiGRU", "CBatchNorm")},
+    ("speechbrain SincConv", "dtype[float64]"): (
+        "true: its sinc filters' time axis n_ and Hamming window window_ are plain float32 tensors made in "
+        "__init__, so a float64 layer multiplies float64 band edges with float32 tensors and raises"),
+    **{(f"speechbrain {name}", "deterministic"): (
+        "true: StatisticsPooling adds random noise (a Gaussian draw rescaled to between eps and 9 eps, 1e-5 to 9e-5) "
+        "to the mean it returns in every call, predict included, so two predictions of one input differ")
+       for name in ("StatisticsPooling", "Xvector")},
+    ("speechbrain GumbelSoftmax", "deterministic"): (
+        "by design: it draws Gumbel noise in every call, eval included (F.gumbel_softmax), so its predict is random"),
     ("pyro Sylvester", "meta_device"): (
         "a bug upstream: Sylvester.Q builds its first Householder factor with device=x.device and the later ones "
         "with torch.eye(input_dim), on the CPU: with count_transforms > 1 the layer fails on a GPU"),
@@ -2177,7 +2284,8 @@ def main(argv: list[str] | None = None) -> int:
         if layer.library.split(".")[0] in missing:
             continue
         try:
-            library = importlib.import_module(layer.library)
+            library = _speechbrain(layer.library) if layer.library == "speechbrain" else importlib.import_module(
+                layer.library)
         except Exception as exc:  # not installed, or a dependency missing
             missing[layer.library.split(".")[0]] = f"{type(exc).__name__}: {exc}"
             continue
