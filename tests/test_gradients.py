@@ -833,6 +833,44 @@ def test_floors_are_measured_in_turn_and_only_while_a_comparison_needs_them() ->
         compare(5.0)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_an_embedding_that_renormalises_the_rows_it_reads_passes_every_default_check(seed: int) -> None:
+    """Note [parameter writes]: nn.Embedding(max_norm=...) renormalises the rows it looks up in
+    place, in every call. Finite differences from a layer whose rows were not renormalised yet
+    (a second draw of the indices) see the write too, and gradients[float64] called its weight's
+    gradient wrong; judged from the state one call leaves, as training's second step sees it,
+    the gradients agree, and a note says why."""
+    torch.manual_seed(seed)
+    report = check_layer(nn.Embedding(10, 4, max_norm=1.0), "3,5:BT dtype=int64 values=0:10", seed=seed)
+    bad = [(r.check, r.variant, r.message) for r in report.results if r.status.value in ("failed", "error")]
+    assert not bad, bad
+    (row,) = [r for r in report.results if r.check == "gradients" and r.variant == "float64"]
+    assert any("writes into parameter 'weight'" in note for note in row.notes), row.notes
+
+
+class _ProjectedEveryCall(nn.Module):
+    """Puts its weight's columns back on the unit sphere in every call (as P2SGrad's loss does):
+    the gradient at the projected values is the layer's intent, which differences cannot see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.weight.data = self.weight.data.renorm(2, 1, 1e-5).mul(1e5)
+        return x @ self.weight
+
+
+def test_a_layer_that_projects_its_weight_in_every_call_fails_naming_the_write() -> None:
+    """Note [parameter writes]: a write that moves the values in every call keeps disagreeing
+    from the state the first call leaves; the failure says what the layer writes into and why
+    that may be by design."""
+    report = check_layer(_ProjectedEveryCall, "5,4:BC", only=["gradients"])
+    (row,) = [r for r in report.results if r.check == "gradients" and r.variant == "float64"]
+    assert row.status.value == "failed"
+    assert "writes into parameter 'weight' (in place, on every call" in row.message, row.message
+
+
 def test_a_detached_maximum_whose_eps_makes_it_matter_fails_naming_it_and_the_tolerance_that_accepts_it() -> None:
     """Performer's softmax kernel detaches the maximum it subtracts inside exp(); the eps beside
     it keeps the normalisation from cancelling it, so the gradient leaves out a derivative: 3e-4

@@ -820,24 +820,59 @@ def second_draw_reference(ctx: Context, *, beside: bool = False) -> Reference | 
     draw]); None for large ones. ``beside``: with the parameters moved (Note [beside the kinks])."""
 
     def build() -> Reference | None:
-        subject = _fresh(ctx, torch.float64, beside)
-        sizes = sum(layout.numel for layout in ctx.layouts) + sum(p.numel() for _, p in subject.parameters())
-        if sizes > SECOND_DRAW_LIMIT:
-            return None
-        first = ctx.target.inputs(torch.float64)
-        fresh = ctx.target.inputs(torch.float64, seed=ctx.seed * 1_000_003 + 271_828)
-        inputs = [-x if spec.values.distribution == "normal" and spec.values.mean == 0 and x.is_floating_point()
-                  else other for spec, x, other in zip(ctx.target.specs, first, fresh)]
-        analytic = _analytic(ctx, subject, inputs)
-        run = analytic.check_ran()
-        if not run.outputs or any(not all_finite(y) for y in run.outputs):
-            return None  # the first draw is judged; this one has nothing to add
-        try:
-            return _judged(ctx, analytic.fn, run)
-        except CheckSkipped:  # differences cannot judge this draw (an output jumps there): the first one stands
-            return None
+        drawn = _second_draw(ctx, beside)
+        return None if drawn is None else _judged_on(ctx, *drawn)
 
     return ctx.shared(f"layercheck.gradients.float64.second_draw{'.beside' * beside}", build, readers=_READERS)
+
+
+def second_draw_after_writes(ctx: Context, *, beside: bool = False) -> tuple[list[str], Reference | None] | None:
+    """The parameters one training call on the second draw of the inputs writes into, and the
+    float64 reference on that draw from the state the call leaves (Note [parameter writes]);
+    None where the call writes into none."""
+
+    def build() -> tuple[list[str], Reference | None] | None:
+        drawn = _second_draw(ctx, beside)
+        if drawn is None:
+            return None
+        subject, inputs = drawn
+        written = _writes_of(subject, inputs)
+        return (written, _judged_on(ctx, subject, inputs)) if written else None
+
+    return ctx.shared(f"layercheck.gradients.float64.second_draw_written{'.beside' * beside}", build,
+                      readers=_READERS)
+
+
+def _second_draw(ctx: Context, beside: bool) -> tuple[Subject, list[torch.Tensor]] | None:
+    """A fresh float64 layer and the second draw of the inputs (Note [second draw]); None for
+    large layers."""
+    subject = _fresh(ctx, torch.float64, beside)
+    sizes = sum(layout.numel for layout in ctx.layouts) + sum(p.numel() for _, p in subject.parameters())
+    if sizes > SECOND_DRAW_LIMIT:
+        return None
+    first = ctx.target.inputs(torch.float64)
+    fresh = ctx.target.inputs(torch.float64, seed=ctx.seed * 1_000_003 + 271_828)
+    return subject, [-x if spec.values.distribution == "normal" and spec.values.mean == 0 and x.is_floating_point()
+                     else other for spec, x, other in zip(ctx.target.specs, first, fresh)]
+
+
+def _judged_on(ctx: Context, subject: Subject, inputs: list[torch.Tensor]) -> Reference | None:
+    analytic = _analytic(ctx, subject, inputs)
+    run = analytic.check_ran()
+    if not run.outputs or any(not all_finite(y) for y in run.outputs):
+        return None  # the first draw is judged; this one has nothing to add
+    try:
+        return _judged(ctx, analytic.fn, run)
+    except CheckSkipped:  # differences cannot judge this draw (an output jumps there): the first one stands
+        return None
+
+
+def _writes_of(subject: Subject, inputs: Sequence[torch.Tensor]) -> list[str]:
+    """The parameters one training call of ``subject`` on ``inputs`` writes into."""
+    before = {name: p.detach().clone() for name, p in subject.parameters()}
+    subject.forward([x.clone() for x in inputs])
+    return [f"parameter {name!r}" for name, p in subject.parameters()
+            if name in before and not torch.equal(before[name], p.detach())]
 
 
 # Note [second call]
@@ -906,6 +941,44 @@ def second_call_reference(ctx: Context, *, beside: bool = False) -> Reference | 
         return _judged(ctx, analytic.fn, analytic.check_ran())
 
     return ctx.shared(f"layercheck.gradients.float64.second{'.beside' * beside}", build, readers=_READERS)
+
+
+# Note [parameter writes]
+#     A layer may write into its own parameters in its training forward: nn.Embedding with
+#     max_norm renormalises the rows it looks up in place, a face-recognition loss (P2SGrad)
+#     projects its class weights onto the unit sphere. Autograd's gradient is then the gradient
+#     at the written values, by design; finite differences from a layer whose values the write
+#     still moves have every step written over as well (a row moved off the sphere is put back
+#     on it), so they see the gradient of what the write keeps. A write that stops after the
+#     first call is taken for a data-dependent initialisation and made before any check (Note
+#     [data-dependent initialisation] in subject.py), so the first draw of the inputs is judged
+#     past it; but a second draw (Note [second draw]) reads other rows of an embedding, which
+#     its first call renormalises: nn.Embedding(10, 4, max_norm=1.0) failed gradients[float64]
+#     there ("wrong gradient of parameter 'weight'", relative error 0.3-1.6). Where the second
+#     draw disagrees and one training call on it writes into a parameter, that draw is judged
+#     again from the state the call leaves, as training's second step sees it (a renormalised
+#     row then lies inside the bound by its margin, which a step of the differences does not
+#     cross); where it agrees there, the check passes with a note. A write that moves the values
+#     in every call (P2SGrad's projection) disagrees however it is taken, and the failure names
+#     the parameters written and why that may be by design.
+
+
+def parameters_written(ctx: Context, *, beside: bool = False) -> list[str]:
+    """The parameters one training call of a fresh layer (past a data-dependent initialisation)
+    writes into: those the layer writes in every call (Note [parameter writes]), asked of the
+    sample of the batch: the layer's logic, not its size."""
+
+    def build() -> list[str]:
+        subject = _fresh(ctx, torch.float64, beside, sample=True)
+        return _writes_of(subject, subject.inputs())
+
+    return ctx.shared(f"layercheck.gradients.float64.written{'.beside' * beside}", build, readers=_READERS)
+
+
+def _writes(written: Sequence[str], when: str = "") -> str:
+    """What the training forward writes into (Note [parameter writes])."""
+    return (f"the training forward writes into {', '.join(written)} (in place{', ' + when if when else ''}, as "
+            "nn.Embedding's max_norm renormalises the rows it reads)")
 
 
 def _graph_and_outputs(subject: Subject) -> tuple[tuple[str, ...], tuple[bytes, ...]]:
@@ -1214,9 +1287,16 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
                 "computation constant by design (see the note)", details)
     drawn = second_draw_reference(ctx, beside=ref.beside) if verdict.passed else None
     if drawn is not None and not drawn.verdict.passed:
-        details = {**details, "second_draw": drawn.verdict.to_dict()}
-        raise _disagreement(drawn, "on a second draw of the inputs (the first draw's agree: a branch the first "
-                            "draw did not take?), float64 analytic gradients", details)
+        written, again = second_draw_after_writes(ctx, beside=ref.beside) or ([], None)
+        if again is None or not again.verdict.passed:
+            details = {**details, "second_draw": drawn.verdict.to_dict()}
+            writes = f", {_writes(written)}" if written else ""
+            raise _disagreement(drawn, "on a second draw of the inputs (the first draw's agree: a branch the first "
+                                f"draw did not take?){writes}, float64 analytic gradients", details)
+        details = {**details, "second_draw": again.verdict.to_dict(), "written": written}
+        ctx.note(f"{_writes(written)}: on a second draw of the inputs every step of the finite differences from "
+                 "the fresh layer was written over too, which the analytic gradient by design does not see; from "
+                 "the state one call on that draw leaves, as training's second step sees it, they agree")
     second = second_call_reference(ctx, beside=ref.beside) if verdict.passed else None
     if second is not None and not second.verdict.passed:
         details = {**details, "second_call": second.verdict.to_dict()}
@@ -1267,6 +1347,13 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
     surrogates = _surrogates(ref)
     if surrogates:
         return _judge_without_surrogates(ctx, ref, surrogates, details)
+    written = parameters_written(ctx, beside=ref.beside)
+    if written:  # in every call: a write that stops after the first is a data-dependent initialisation, made already
+        details["written"] = written
+        raise _disagreement(ref, f"{_writes(written, 'on every call')}: finite differences see the gradient of "
+                            "what the write keeps, which is no bug where the write is a projection by design (the "
+                            "gradient at the written values is the layer's intent); float64 analytic gradients",
+                            details)
     raise _disagreement(ref, f"float64 analytic gradients{_beside_text(ref)}", details,
                         eval_mode=_eval_mode_agrees(ctx, ref.beside))
 
