@@ -441,6 +441,28 @@ def test_registered_tensors_leaves_out_a_constant_0_dim_tensor_and_names_it() ->
     assert r.status is Status.FAILED and r.details["attributes"] == ["alpha"], r.message
 
 
+class MovedBesideNonzero(nn.Module):
+    """A constant moved to the input's device by every call, in a layer that selects elements
+    with torch.nonzero (a size that depends on the data: no meta kernel by default)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weights = torch.tensor([0.5, 1.0, 2.0])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.flatten()
+        positive = flat[torch.nonzero(flat > 0).squeeze(1)]
+        return positive.sum() + (x * self.weights.to(x.device, x.dtype)).sum()
+
+
+def test_registered_tensors_sees_a_moved_constant_in_a_layer_that_calls_nonzero() -> None:
+    """pytorch-metric-learning's ProxyNCALoss: the meta run that shows how the calls read a constant
+    gives torch.nonzero its largest result, so such a layer runs there."""
+    r = result(run(MovedBesideNonzero, "2,3:BC", checks=("registered_tensors",)), "registered_tensors")
+    assert r.status is Status.PASSED, r.message
+    assert r.message.endswith("(state_dict() does not see them): weights")
+
+
 class StagedLosses(nn.Module):
     """A residual quantiser's per-stage losses: computed in training, zeros in eval."""
 

@@ -392,8 +392,9 @@ def registered_tensors(ctx: Context) -> str:
     calls move to their inputs' device themselves, reading it only through ``.to()`` (the
     Gaussian window of pytorch_msssim's SSIM, ``win.to(X.device, dtype=X.dtype)``; auraloss's
     STFT window), asked of a fresh layer on the meta device whose calls find it still on the
-    CPU: one that requires grad (meant to be trained) or that a call changes in place (state
-    that ``state_dict()`` loses) is reported all the same; the message names them. Nor is a
+    CPU (``torch.nonzero`` returning its largest result there): one that requires grad (meant
+    to be trained) or that a call changes in place (state that ``state_dict()`` loses) is
+    reported all the same; the message names them. Nor is a
     constant 0-dim tensor (pytorch-metric-learning's AngularLoss keeps its angle so): PyTorch
     reads it as a scalar beside tensors on any device, and it does not change their dtype.
     """
@@ -487,12 +488,22 @@ def _moved_by_its_calls(ctx: Context, names: set[str]) -> list[str]:
             assert subject.module is not None
             watched.update({_storage_of(t): name for name, _, t in _unregistered(subject.module)
                             if name in names and t.device.type == "cpu"})
-        with _Reads(watched) as reads:
+        with _Reads(watched) as reads, _nonzero_on_meta():
             predict_run(predicting)
             forward_run(ctx, training)
     except Exception:  # a layer that cannot run on meta: how it reads them is not known
         return []
     return sorted(name for name in names if name in reads.moved and name not in reads.direct)
+
+
+def _nonzero_on_meta() -> AbstractContextManager[Any]:
+    """torch.nonzero on the meta device with the largest result (every element nonzero), where
+    this torch has the switch: a loss that selects pairs by label (pytorch-metric-learning's
+    ProxyNCALoss) then runs there, where it raised for want of a data-independent size."""
+    config = getattr(getattr(torch.fx, "experimental", None), "_config", None)
+    if config is None or not hasattr(config, "meta_nonzero_assume_all_nonzero"):
+        return contextlib.nullcontext()
+    return config.patch(meta_nonzero_assume_all_nonzero=True)
 
 
 def _carried_by_the_layer(ctx: Context, names: set[str]) -> list[str]:
