@@ -560,6 +560,7 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
     # are read again, and a full-size copy fewer is held while the layer is differenced
     run.outputs[:] = [y.to("meta") for y in run.outputs]
     fd.excluded = {slot for slot, g in enumerate(run.grads) if g is None}
+    fd.held = _padding_rows(fn)
     traced = trace(fn) if traced is None else traced
     # a complex64 parameter of a float64 copy (layer.double() leaves complex weights alone) is
     # differenced through its float32 real view: at float32's precision, as a float32 island is
@@ -943,6 +944,34 @@ def second_call_reference(ctx: Context, *, beside: bool = False) -> Reference | 
     return ctx.shared(f"layercheck.gradients.float64.second{'.beside' * beside}", build, readers=_READERS)
 
 
+# Note [padding rows]
+#     nn.Embedding(padding_idx=i) (and nn.EmbeddingBag) reads row i like any other, yet PyTorch
+#     gives it no gradient, by design: the padding entry stays as it was, zeros by default.
+#     Finite differences of that row move the output wherever index i is looked up, and the
+#     weight's gradient was called wrong (analytic 0 against the numeric change of row i) in
+#     one of NLP's commonest layers. So the gradient check holds the padding rows of every
+#     such submodule's weight at the point: its directions leave them alone, and a note says
+#     so. The other rows are judged as before.
+
+
+def _padding_rows(fn: LayerFunction) -> dict[int, torch.Tensor]:
+    """Per parameter slot, the padding rows of an nn.Embedding or nn.EmbeddingBag weight (Note
+    [padding rows]), as a mask of its elements."""
+    module = fn.subject.module
+    if module is None:
+        return {}
+    slots = {name: len(fn.input_slots) + k for k, (name, _) in enumerate(fn.parameters)}
+    held = {}
+    for owner, sub in module.named_modules():
+        padding = getattr(sub, "padding_idx", None) if isinstance(sub, (nn.Embedding, nn.EmbeddingBag)) else None
+        slot = slots.get(f"{owner}.weight" if owner else "weight")
+        if padding is not None and slot is not None:
+            mask = torch.zeros(fn.point[slot].shape, dtype=torch.bool)
+            mask[padding] = True
+            held[slot] = mask
+    return held
+
+
 # Note [parameter writes]
 #     A layer may write into its own parameters in its training forward: nn.Embedding with
 #     max_norm renormalises the rows it looks up in place, a face-recognition loss (P2SGrad)
@@ -1310,6 +1339,10 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
     if verdict.passed:
         for note in _dead_tensors(ctx, ref):
             ctx.note(note)
+        if ref.fd.held:
+            held = ", ".join(ref.fd.fn.names[slot] for slot in ref.fd.held)
+            ctx.note(f"the padding rows of {held} (padding_idx) were held at the point: PyTorch gives them no "
+                     "gradient by design, though the forward reads them")
         complex_low = _complex64_parameters(ctx)
         if complex_low:
             ctx.note(f"{', '.join(complex_low)} stay(s) complex64 under layer.double() (it casts floating tensors "

@@ -448,6 +448,9 @@ class FiniteDifferences(Generic[F_co]):
         # Slots left out of joint directions: tensors the analytic backward gives no gradient at
         # all (backward_runs reports them), so that the others are still judged.
         self.excluded: set[int] = set()
+        # Elements held at the point in every direction, per slot: an embedding's padding row, which
+        # PyTorch gives no gradient by design (Note [padding rows] in checks/gradients.py)
+        self.held: dict[int, torch.Tensor] = {}
         # Note [domains]: the interval each slot must stay in, None where it is unbounded
         self.domains: list[tuple[float, float] | None] = list(getattr(fn, "domains", None) or [None] * len(fn.point))
         self._inward: dict[str, bool] = {}
@@ -535,6 +538,8 @@ class FiniteDifferences(Generic[F_co]):
                 mask = probe.region.mask(value).cpu()
                 u[mask] = 1.0 if probe.region.element is not None else torch.randn(
                     int(mask.sum()), generator=gen).to(torch.float64)
+            if index in self.held:
+                u = u.masked_fill(self.held[index], 0.0)
             result.append(u.to(value.device).mul_(scale))
         return result
 
