@@ -849,15 +849,18 @@ def test_an_embedding_that_renormalises_the_rows_it_reads_passes_every_default_c
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_an_embedding_with_a_padding_row_passes_every_default_check(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Note [padding rows]: PyTorch gives an embedding's padding row no gradient, by design, though
-    the forward reads it. Held at the point, the other rows are judged and agree; differenced with
-    the rest (as before), the weight's gradient was called wrong."""
+@pytest.mark.parametrize("options", [{"padding_idx": 0}, {"scale_grad_by_freq": True}])
+def test_an_embedding_whose_gradient_leaves_out_or_scales_rows_passes_every_default_check(
+        seed: int, options: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Note [padding rows]: PyTorch gives an embedding's padding row no gradient, and with
+    scale_grad_by_freq divides a row's by how often the batch looks it up, by design. Those rows
+    held at the point, the others are judged and agree; differenced with the rest (as before),
+    the weight's gradient was called wrong."""
     from layercheck.checks import gradients
 
     def float64_row() -> Any:
         torch.manual_seed(seed)
-        report = check_layer(nn.Embedding(10, 4, padding_idx=0), "3,5:BT dtype=int64 values=0:10", seed=seed)
+        report = check_layer(nn.Embedding(10, 4, **options), "3,5:BT dtype=int64 values=0:10", seed=seed)
         bad = [(r.check, r.variant, r.message) for r in report.results
                if r.status.value in ("failed", "error") and r.check != "gradients"]
         assert not bad, bad
@@ -866,8 +869,8 @@ def test_an_embedding_with_a_padding_row_passes_every_default_check(seed: int, m
 
     row = float64_row()
     assert row.status.value == "passed", row.message
-    assert any("padding rows of parameter 'weight'" in note for note in row.notes), row.notes
-    monkeypatch.setattr(gradients, "_padding_rows", lambda fn: {})
+    assert any("rows of parameter 'weight' were held" in note for note in row.notes), row.notes
+    monkeypatch.setattr(gradients, "_held_rows", lambda fn: {})
     row = float64_row()
     assert row.status.value == "failed" and "parameter 'weight'" in row.message, row.message
 

@@ -7,7 +7,7 @@ import contextlib
 import copy
 import math
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -560,7 +560,7 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
     # are read again, and a full-size copy fewer is held while the layer is differenced
     run.outputs[:] = [y.to("meta") for y in run.outputs]
     fd.excluded = {slot for slot, g in enumerate(run.grads) if g is None}
-    fd.held = _padding_rows(fn)
+    fd.held = _held_rows(fn)
     traced = trace(fn) if traced is None else traced
     # a complex64 parameter of a float64 copy (layer.double() leaves complex weights alone) is
     # differenced through its float32 real view: at float32's precision, as a float32 island is
@@ -949,25 +949,47 @@ def second_call_reference(ctx: Context, *, beside: bool = False) -> Reference | 
 #     gives it no gradient, by design: the padding entry stays as it was, zeros by default.
 #     Finite differences of that row move the output wherever index i is looked up, and the
 #     weight's gradient was called wrong (analytic 0 against the numeric change of row i) in
-#     one of NLP's commonest layers. So the gradient check holds the padding rows of every
-#     such submodule's weight at the point: its directions leave them alone, and a note says
-#     so. The other rows are judged as before.
+#     one of NLP's commonest layers. With scale_grad_by_freq=True PyTorch divides each row's
+#     gradient by how often the batch looks it up, by design too. So the gradient check holds
+#     those rows of every such submodule's weight at the point — the padding rows, and the rows
+#     looked up more than once at the point where the gradient is scaled — its directions leave
+#     them alone, and a note says so. The other rows are judged as before.
 
 
-def _padding_rows(fn: LayerFunction) -> dict[int, torch.Tensor]:
-    """Per parameter slot, the padding rows of an nn.Embedding or nn.EmbeddingBag weight (Note
-    [padding rows]), as a mask of its elements."""
+def _held_rows(fn: LayerFunction) -> dict[int, torch.Tensor]:
+    """Per parameter slot, the rows of an nn.Embedding or nn.EmbeddingBag weight whose gradient
+    PyTorch leaves out or scales by design (Note [padding rows]), as a mask of its elements."""
     module = fn.subject.module
     if module is None:
         return {}
     slots = {name: len(fn.input_slots) + k for k, (name, _) in enumerate(fn.parameters)}
-    held = {}
-    for owner, sub in module.named_modules():
-        padding = getattr(sub, "padding_idx", None) if isinstance(sub, (nn.Embedding, nn.EmbeddingBag)) else None
-        slot = slots.get(f"{owner}.weight" if owner else "weight")
-        if padding is not None and slot is not None:
-            mask = torch.zeros(fn.point[slot].shape, dtype=torch.bool)
-            mask[padding] = True
+    weights = {sub: f"{owner}.weight" if owner else "weight" for owner, sub in module.named_modules()
+               if isinstance(sub, (nn.Embedding, nn.EmbeddingBag))}
+    tables = [(sub, slots[name]) for sub, name in weights.items() if name in slots]
+    held: dict[int, torch.Tensor] = {}
+    looked_up: dict[int, list[torch.Tensor]] = {}
+
+    def watch(slot: int) -> Callable[..., None]:
+        def hook(_: nn.Module, args: tuple[Any, ...]) -> None:
+            looked_up.setdefault(slot, []).append(args[0].detach().reshape(-1).cpu())
+        return hook
+
+    hooks = [sub.register_forward_pre_hook(watch(slot)) for sub, slot in tables if sub.scale_grad_by_freq]
+    if hooks:
+        try:
+            fn.call()
+        finally:
+            fn.reset()
+            for hook in hooks:
+                hook.remove()
+    for sub, slot in tables:
+        mask = torch.zeros(fn.point[slot].shape, dtype=torch.bool)
+        if sub.padding_idx is not None:
+            mask[sub.padding_idx] = True
+        if slot in looked_up:
+            counts = torch.bincount(torch.cat(looked_up[slot]), minlength=mask.shape[0])
+            mask[counts > 1] = True
+        if mask.any():
             held[slot] = mask
     return held
 
@@ -1341,8 +1363,9 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
             ctx.note(note)
         if ref.fd.held:
             held = ", ".join(ref.fd.fn.names[slot] for slot in ref.fd.held)
-            ctx.note(f"the padding rows of {held} (padding_idx) were held at the point: PyTorch gives them no "
-                     "gradient by design, though the forward reads them")
+            ctx.note(f"rows of {held} were held at the point: PyTorch gives an embedding's padding row no "
+                     "gradient (padding_idx), and with scale_grad_by_freq divides a row's gradient by how often "
+                     "the batch looks it up, by design")
         complex_low = _complex64_parameters(ctx)
         if complex_low:
             ctx.note(f"{', '.join(complex_low)} stay(s) complex64 under layer.double() (it casts floating tensors "
