@@ -75,9 +75,8 @@ Note [emulated rounding]
     per element with the nearer neighbour the likelier, left the open gate of
     tests/zoo/good_saturated_gate.py failing: its float64 sigmoid lies 0.0007 spacings from a
     float32 value, which that rounding almost always picks, and what it did move averaged out.)
-    Each of
-    PERTURBATIONS runs, with seeds of its own, lands about as far from the plain float64 run as
-    a float32 run does; the floor is SAFETY times the farthest. Measured on En-transformer
+    Each of PERTURBATIONS runs, with seeds of its own, lands about as far from the plain
+    float64 run as a float32 run does; the floor is SAFETY times the farthest. Measured on En-transformer
     (seeds 0-1, every gradient), the float32 error was 0.02-3.5 times the emulated distance
     (0.5-0.95 for the gates' gradients), within SAFETY.
 
@@ -223,7 +222,7 @@ def emulated(ctx: Context, run: SharedRun, *, at: Point | None = None) -> Spread
     """How far float32 rounding of every value the layer computes moves each tensor of the
     shared ``run`` (PREDICT or FORWARD), emulated on the float64 copy at the float32 point
     (Note [emulated rounding]); on the layer ``at`` another point where one is given. None when
-    the float64 copy raises. Computed once per target."""
+    the float64 copy raises or cannot run under a dispatch mode. Computed once per target."""
     ctx.use(run)
     key = ("emulated rounding", run.name, None if at is None else at.label)
     return ctx.shared(key, lambda: _emulated(ctx, run, at))
@@ -248,11 +247,10 @@ def _emulated(ctx: Context, run: SharedRun, at: Point | None) -> Spread | None:
 
 
 class _Float32Rounding(TorchDispatchMode):
-    """Rounds every float64 (and complex128) value an operation computes to one of the two
-    float32 values beside it (:func:`_rounded`, with ``seed``), in place in the operation's
-    fresh output (Note [emulated rounding]). Views compute nothing; what an in-place operation
-    writes is left as it is (rounding it again in place would count as a second write to
-    autograd)."""
+    """Rounds every float64 (and complex128) value an operation computes to a float32 value
+    near it (:func:`_rounded`, with ``seed``), in place in the operation's fresh output (Note
+    [emulated rounding]). Views compute nothing; what an in-place operation writes is left as
+    it is (rounding it again in place would count as a second write to autograd)."""
 
     def __init__(self, seed: int) -> None:
         super().__init__()
@@ -418,6 +416,7 @@ def _refined(allowance: Allowance, floors: Sequence[Callable[[], tuple[float, st
 
 def _emulated_floor(found: Spread | None, name: str, combined: float = 1.0, times: str = "",
                     norm: bool = False) -> tuple[float, str]:
+    """The floor of ``name`` (of its norm: ``norm``) from the emulated rounding ``found``, and its source."""
     if found is None:
         return 0.0, ""
     floor = found.norm_floor(name) if norm else found.floor(name)

@@ -394,9 +394,9 @@ def registered_tensors(ctx: Context) -> str:
     STFT window), asked of a fresh layer on the meta device whose calls find it still on the
     CPU (``torch.nonzero`` returning its largest result there): one that requires grad (meant
     to be trained) or that a call changes in place (state that ``state_dict()`` loses) is
-    reported all the same; the message names them. Nor is a
-    constant 0-dim tensor (pytorch-metric-learning's AngularLoss keeps its angle so): PyTorch
-    reads it as a scalar beside tensors on any device, and it does not change their dtype.
+    reported all the same; the message names them. Nor is a constant 0-dim tensor
+    (pytorch-metric-learning's AngularLoss keeps its angle so): PyTorch reads it as a scalar
+    beside tensors on any device, and it does not change their dtype.
     """
     subject = ctx.fresh()
     module = subject.module

@@ -448,8 +448,8 @@ class FiniteDifferences(Generic[F_co]):
         # Slots left out of joint directions: tensors the analytic backward gives no gradient at
         # all (backward_runs reports them), so that the others are still judged.
         self.excluded: set[int] = set()
-        # Elements held at the point in every direction, per slot: an embedding's padding row, which
-        # PyTorch gives no gradient by design (Note [padding rows] in checks/gradients.py)
+        # Elements held at the point in every direction, per slot: an embedding's rows whose gradient
+        # PyTorch leaves out or scales by design (Note [padding rows] in checks/gradients.py)
         self.held: dict[int, torch.Tensor] = {}
         # Note [domains]: the interval each slot must stay in, None where it is unbounded
         self.domains: list[tuple[float, float] | None] = list(getattr(fn, "domains", None) or [None] * len(fn.point))
