@@ -2308,6 +2308,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torchvision_importable()
+    # torchkbnufft compiles TorchScript functions as it is imported, which fails once torch_geometric.nn has
+    # been imported in the process (index_select's dim read as a str): it is imported first
+    with contextlib.suppress(ImportError):
+        importlib.import_module("torchkbnufft")
     warnings.simplefilter("ignore")
     start = time.perf_counter()
     missing: dict[str, str] = {}
