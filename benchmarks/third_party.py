@@ -1918,6 +1918,9 @@ FINDINGS: dict[tuple[str, str], str] = {
         "true: StatisticsPooling adds random noise (a Gaussian draw rescaled to between eps and 9 eps, 1e-5 to 9e-5) "
         "to the mean it returns in every call, predict included, so two predictions of one input differ")
        for name in ("StatisticsPooling", "Xvector")},
+    ("pytorch-metric-learning AngularLoss", "registered_tensors"): (
+        "true (minor): its angle alpha is a plain 0-d tensor attribute: .double() and state_dict() never see it (as "
+        "the zoo's registered_tensors_plain_scalar; a 0-d CPU tensor mixes with any device)"),
     ("pytorch-metric-learning MarginLoss", "registered_tensors"): (
         "true: beta (not learned by default) is a plain CPU tensor that forward indexes with the labels "
         "(self.beta[labels[anchor_idx]]) before moving the result: labels on a GPU index a tensor on the CPU"),
@@ -2190,12 +2193,10 @@ FINDINGS: dict[tuple[str, str], str] = {
         "not the transpose of its forward; its gradient of w is right (the first layer's kernel is wrong only through "
         "the second layer's input gradient). torch.autograd.gradcheck fails it too, and passes the same forward left "
         "to autograd"),
-    **{(f"peft {config} n_frequency=8 on an MLP" if config != "ShiraConfig" else "peft ShiraConfig r=2 on an MLP",
-        "registered_tensors"): (
-        f"true: the {what} are plain tensors in a dict attribute ({what_name}['default']), not buffers: .to(device) "
-        "leaves them behind and state_dict() does not save them (peft regenerates them from a seed when it loads)")
-       for config, what, what_name in (("ShiraConfig", "sparse indices", "shira_indices"),
-                                       ("WaveFTConfig", "wavelet indices", "waveft_indices"))},
+    ("peft ShiraConfig r=2 on an MLP", "registered_tensors"): (
+        "true: the sparse indices are plain tensors in a dict attribute (shira_indices['default']), not buffers: "
+        ".to(device) leaves them behind and state_dict() does not save them (peft regenerates them from a seed when "
+        "it loads)"),
     **{(f"torchao FakeQuantizedLinear {name}", "dtype[float64]"): (
         "true: its fake quantiser asserts a float32, float16 or bfloat16 input ('Unsupported input dtype: "
         "torch.float64'): the layer cannot run in float64 (its gradients are judged against float32 differences)")

@@ -418,29 +418,6 @@ def test_registered_tensors_leaves_out_constants_the_calls_move_themselves_only(
         assert r.status is Status.FAILED and r.details["attributes"] == [name], (how, r.message)
 
 
-class ScaledByAngle(nn.Module):
-    """A constant angle kept as a plain 0-dim float64 tensor, as pytorch-metric-learning's
-    AngularLoss keeps it (a scalar to PyTorch beside tensors on any device, in their dtype), or
-    with ``shape=(1,)`` as a one-element vector, which is no scalar: it stays on the CPU and
-    makes a float32 input's product float64."""
-
-    def __init__(self, shape: tuple[int, ...] = ()) -> None:
-        super().__init__()
-        self.alpha = torch.full(shape, 0.5, dtype=torch.float64)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.tan(self.alpha)
-
-
-def test_registered_tensors_leaves_out_a_constant_0_dim_tensor_and_names_it() -> None:
-    r = result(run(ScaledByAngle, "2,3:BC", checks=("registered_tensors",)), "registered_tensors")
-    assert r.status is Status.PASSED, r.message
-    assert r.message.endswith("(state_dict() does not see them): alpha") and "0-dim" in r.message
-    target = Target(ScaledByAngle, [Layout.parse("2,3:BC")], kwargs={"shape": (1,)})
-    r = result(run_target(target, select(only=["registered_tensors"])), "registered_tensors")
-    assert r.status is Status.FAILED and r.details["attributes"] == ["alpha"], r.message
-
-
 class MovedBesideNonzero(nn.Module):
     """A constant moved to the input's device by every call, in a layer that selects elements
     with torch.nonzero (a size that depends on the data: no meta kernel by default)."""

@@ -394,9 +394,7 @@ def registered_tensors(ctx: Context) -> str:
     STFT window), asked of a fresh layer on the meta device whose calls find it still on the
     CPU (``torch.nonzero`` returning its largest result there): one that requires grad (meant
     to be trained) or that a call changes in place (state that ``state_dict()`` loses) is
-    reported all the same; the message names them. Nor is a constant 0-dim tensor
-    (pytorch-metric-learning's AngularLoss keeps its angle so): PyTorch reads it as a scalar
-    beside tensors on any device, and it does not change their dtype.
+    reported all the same; the message names them.
     """
     subject = ctx.fresh()
     module = subject.module
@@ -408,7 +406,6 @@ def registered_tensors(ctx: Context) -> str:
     unused: list[str] = []
     carried: list[str] = []
     moved: list[str] = []
-    scalars: list[str] = []
     if before:
         values = {name: t.detach().clone() for name, _, t in before}  # what a call changes in place is state
         with _Reads() as reads, contextlib.suppress(LayerRaised):
@@ -424,13 +421,10 @@ def registered_tensors(ctx: Context) -> str:
         carried = _carried_by_the_layer(ctx, read) if read else []  # a layer built only where one is read
         constants = {name for name, _, t in kept if name in read and name not in carried and not t.requires_grad
                      and _same(values[name], t)}
-        # a 0-dim constant is read as a scalar beside tensors on any device, in their dtype
-        scalars = [name for name, _, t in kept if name in constants and t.dim() == 0]
-        constants -= set(scalars)
         moved = _moved_by_its_calls(ctx, constants) if constants else []
-        held -= {_storage_of(t) for name, _, t in kept if name in carried or name in moved or name in scalars}
+        held -= {_storage_of(t) for name, _, t in kept if name in carried or name in moved}
         for item in kept:
-            if item[0] in carried or item[0] in moved or item[0] in scalars:
+            if item[0] in carried or item[0] in moved:
                 continue
             if _storage_of(item[2]) in held:
                 found.append(item)
@@ -458,10 +452,6 @@ def registered_tensors(ctx: Context) -> str:
     if moved:
         message += (f"; {len(moved)} constant plain tensor attribute(s) its calls move to their inputs' device "
                     f"themselves, read only through .to() (state_dict() does not see them): {', '.join(moved)}")
-    if scalars:
-        message += (f"; {len(scalars)} constant 0-dim plain tensor attribute(s), which PyTorch reads as scalars "
-                    f"beside tensors on any device and in their dtype (state_dict() does not see them): "
-                    f"{', '.join(scalars)}")
     return message
 
 
