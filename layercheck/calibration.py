@@ -229,13 +229,16 @@ def emulated(ctx: Context, run: SharedRun, *, at: Point | None = None) -> Spread
 
 
 def _emulated(ctx: Context, run: SharedRun, at: Point | None) -> Spread | None:
+    low = ctx.fresh() if at is None else at.fresh()  # the float32 point: its inputs, and at ``at`` its parameters
+    point = low.inputs()
+
     def float64_run(rounding: _Float32Rounding | None = None) -> Run:
         subject = ctx.fresh(torch.float64)
         if at is not None:  # its float32 parameters, widened
             with torch.no_grad():
-                for (_, wide), (_, low) in zip(subject.parameters(), at.fresh().parameters()):
-                    wide.copy_(low)
-        inputs = [x.detach().to(torch.float64) if x.is_floating_point() else x for x in ctx.fresh().inputs()]
+                for (_, wide), (_, value) in zip(subject.parameters(), low.parameters()):
+                    wide.copy_(value)
+        inputs = [x.detach().to(torch.float64) if x.is_floating_point() else x.clone() for x in point]  # per run
         with contextlib.nullcontext() if rounding is None else rounding:
             return run_along(ctx, run, subject, inputs, None)
 

@@ -1303,7 +1303,7 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
             gap = _Gap.of(got, expected)
             difference = gap.relative
             worst = max(worst, difference)
-            floor, source = (gradient_norm_floor(ctx, name, needed=gap.difference - tolerance * gap.size)
+            floor, source = (gradient_norm_floor(ctx, name, needed=gap.unexplained(tolerance))
                              if difference > tolerance else (0.0, ""))
             if gap.excess(tolerance, floor) > 1:
                 found = mismatch(expected, got, Allowance(0.0, tolerance * largest(expected))) or {}
@@ -1637,7 +1637,7 @@ def _floors(ctx: Context, names: Sequence[str], gaps: Sequence[_Gap], tolerance:
     if all(gap.relative <= tolerance for gap in gaps):
         return [0.0] * len(names), [""] * len(names)
     at = Point("beside the kinks", lambda: _fresh(ctx, torch.float32, True)) if beside else None
-    found = [gradient_norm_floor(ctx, name, dtype, at=at, needed=gap.difference - tolerance * gap.size)
+    found = [gradient_norm_floor(ctx, name, dtype, at=at, needed=gap.unexplained(tolerance))
              for name, gap in zip(names, gaps)]
     return [floor for floor, _ in found], [source for _, source in found]
 
@@ -1663,6 +1663,10 @@ class _Gap:
     def relative(self) -> float:
         """‖got − expected‖ / ‖expected‖ (as ``relative_difference``)."""
         return ratio(self.difference, self.size)
+
+    def unexplained(self, tolerance: float) -> float:
+        """How much of ‖got − expected‖ the tolerance leaves for a rounding floor to explain."""
+        return self.difference - tolerance * self.size
 
     def excess(self, tolerance: float, floor: float) -> float:
         """‖got − expected‖ over what is allowed, tolerance·‖expected‖ + floor: at most 1 agrees."""

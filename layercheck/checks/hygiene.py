@@ -4,6 +4,7 @@ values, any memory layout accepted, every tensor registered."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -490,8 +491,11 @@ def _nonzero_on_meta() -> AbstractContextManager[Any]:
     """torch.nonzero on the meta device with the largest result (every element nonzero), where
     this torch has the switch: a loss that selects pairs by label (pytorch-metric-learning's
     ProxyNCALoss) then runs there, where it raised for want of a data-independent size."""
-    config = getattr(getattr(torch.fx, "experimental", None), "_config", None)
-    if config is None or not hasattr(config, "meta_nonzero_assume_all_nonzero"):
+    try:
+        config = importlib.import_module("torch.fx.experimental._config")
+    except ImportError:
+        return contextlib.nullcontext()
+    if not hasattr(config, "meta_nonzero_assume_all_nonzero"):
         return contextlib.nullcontext()
     return config.patch(meta_nonzero_assume_all_nonzero=True)
 
