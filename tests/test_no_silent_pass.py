@@ -89,8 +89,8 @@ def test_a_check_skipped_because_a_prerequisite_failed_is_blocked() -> None:
 def test_the_api_and_the_pytest_plugin_take_strict(tmp_path: Path, pytester: pytest.Pytester) -> None:
     namespace: dict = {}
     exec(READS_VALUES, namespace)
-    meta = [r for r in check_layer(namespace["Layer"], "4,3:BC", checks=["meta_device"], strict=True).runs[0].results
-            if r.check == "meta_device"][0]
+    report = check_layer(namespace["Layer"], "4,3:BC", checks=["meta_device"], strict=True)
+    meta = next(r for r in report.runs[0].results if r.check == "meta_device")
     assert meta.status is Status.FAILED and "not judged" in meta.message
 
     (pytester.path / "reads.py").write_text(READS_VALUES)
