@@ -48,7 +48,10 @@ class CheckResult:
     ``peak_memory``: the most memory the check used beyond what its process held when it
     began, in bytes (the growth of the resident set, plus an accelerator's allocated memory
     when it used one; memory the process kept from an earlier check and reused does not
-    count); None where it was not measured.
+    count); None where it was not measured. ``skip``, for a skipped result: "not_applicable"
+    (the check does not apply: no GPU, no custom operator), "not_judged" (the check could not
+    judge: rounding noise, kinks, a refused dtype) or "blocked" (a prerequisite failed); None
+    where it is not known.
     """
 
     check: str
@@ -59,6 +62,7 @@ class CheckResult:
     details: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     peak_memory: int | None = None
+    skip: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +72,7 @@ class CheckResult:
             "seconds": round(self.seconds, 6),
             "peak_memory": self.peak_memory,
             "message": self.message,
+            "skip": self.skip,
             "notes": list(self.notes),
             "details": self.details,
         }
@@ -83,6 +88,7 @@ class CheckResult:
             details=dict(data.get("details") or {}),
             notes=tuple(data.get("notes") or ()),
             peak_memory=None if data.get("peak_memory") is None else int(data["peak_memory"]),
+            skip=data.get("skip"),
         )
 
 
