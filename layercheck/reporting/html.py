@@ -70,8 +70,8 @@ a { color: var(--note); }
 section.run { border-top: 3px solid var(--line); margin-top: 28px; padding-top: 14px; }
 section.run.failed { border-top-color: var(--failed); } section.run.error { border-top-color: var(--error); }
 section.run.passed { border-top-color: var(--passed); }
-dl.facts { display: grid; grid-template-columns: max-content 1fr max-content 1fr; gap: 2px 16px; margin: 0 0 .8em; }
-dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
+dl.facts { display: flex; flex-wrap: wrap; gap: 2px 24px; margin: 0 0 .8em; }
+dl.facts div { display: flex; gap: 8px; } dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 tr.failed td:first-child, tr.error td:first-child { font-weight: 600; }
 ul.notes { padding-left: 1.2em; } ul.notes li { margin: .2em 0; }
 article.problem { border-left: 4px solid var(--failed); background: #fffafa; padding: 10px 14px; margin: 14px 0;
@@ -189,9 +189,10 @@ def _facts(run: RunReport) -> ET.Element:
         if isinstance(backward_at, Mapping) and backward_at.get("file"):
             facts.append(("backward at", f"{location_text(backward_at)} ({backward_at.get('name', 'backward')})"))
     dl = ET.Element("dl", {"class": "facts"})
-    for name, value in facts:
-        _element(dl, "dt", name)
-        _element(dl, "dd", value, cls="mono" if name in ("inputs", "defined at", "backward at") else None)
+    for name, value in facts:  # each pair in a div, which HTML allows in a dl: the pairs wrap as one
+        pair = ET.SubElement(dl, "div")
+        _element(pair, "dt", name)
+        _element(pair, "dd", value, cls="mono" if name in ("inputs", "defined at", "backward at") else None)
     return dl
 
 
