@@ -779,6 +779,17 @@ def test_a_run_knows_where_its_layer_and_its_backward_are_defined(monkeypatch: p
     assert torch_layer["runs"][0]["location"] is None
 
 
+def test_a_layer_whose_worker_died_keeps_its_location(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(app, ["run", "tests/hostile/os_exit.py", "--layout", "4,3:BC", "--check",
+                                      "predict_runs", "--format", "json"])
+    assert result.exit_code == 1, result.output
+    (run,) = json.loads(result.stdout)["runs"]
+    assert "exited with status 3" in run["results"][-1]["message"]  # the report the parent made
+    assert run["location"] == {"file": "tests/hostile/os_exit.py",
+                               "line": _line_of(ROOT / "tests" / "hostile" / "os_exit.py", "class Layer(")}
+
+
 def test_an_operator_points_at_its_function_and_registered_backward() -> None:
     run = run_zoo("good_custom_op", only=("forward_runs",))
     zoo = ROOT / "tests" / "zoo" / "good_custom_op.py"
