@@ -22,7 +22,7 @@ from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.invocation import Invocation, class_reference
 from layercheck.layout import Layout
 from layercheck.reporting.details import label
-from layercheck.result import Report
+from layercheck.result import Report, Status
 from layercheck.spec import parse_device, parse_tolerance
 from layercheck.subject import Target, display_name, kind_of
 
@@ -82,6 +82,7 @@ def check_layer(
 def assert_layer_valid(layer: nn.Module | type, *layouts: Layout | str, **options: Any) -> Report:
     """Like :func:`check_layer`, but raise ``AssertionError`` listing every failed or errored
     check with its message (and how to reproduce it) unless the layer passes; returns the report."""
+    __tracebackhide__ = True  # pytest shows the test's line, not this frame
     report = check_layer(layer, *layouts, **options)
     if report.passed:
         return report
@@ -89,15 +90,20 @@ def assert_layer_valid(layer: nn.Module | type, *layouts: Layout | str, **option
 
 
 def failure_message(report: Report) -> str:
-    """What went wrong in a report, one block per problem: for an assertion or a test failure."""
+    """What went wrong in a report, one block per problem: for an assertion or a test failure.
+    The first line names the checks (pytest's short summary shows only its beginning)."""
     lines: list[str] = []
     for run in report.runs:
         if run.error is not None:
             lines.append(f"{run.target} could not be checked: {run.error}")
     problems = report.failures()
     if problems:
-        s = report.summary
-        lines.insert(0, f"layer is invalid: {s['failed']} check(s) failed, {s['error']} ended in an error")
+        failed = [label(r) for _, r in problems if r.status is Status.FAILED]
+        errored = [label(r) for _, r in problems if r.status is Status.ERROR]
+        said = [f"{', '.join(failed)} failed"] if failed else []
+        said += [f"{', '.join(errored)} ended in an error"] if errored else []
+        whose = f" ({report.runs[0].target} is invalid)" if len(report.runs) == 1 else ""
+        lines.insert(0, "; ".join(said) + whose)
     for _, result in problems:
         lines.append(f"  {label(result)} {result.status.value}: {result.message}")
         if "reproduce" in result.details:

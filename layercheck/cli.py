@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.metadata
+import json
 import os
 import platform
 import sys
@@ -127,6 +128,12 @@ def _usage_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+_FORMAT_HELP = (f"Report format: {', '.join(reporters.formats())} (default: table). With one --output: that file's "
+                "(default: the one its suffix names); with several, the terminal's (each file takes its suffix's).")
+_OUTPUT_HELP = ("Write the report to this file (the table still goes to the terminal). Repeatable: each file in the "
+                "format its suffix names (.json, .xml, .md, .html, .txt).")
+
+
 @app.command()
 @_usage_errors
 def run(
@@ -146,8 +153,8 @@ def run(
     timeout_total: Annotated[float, typer.Option("--timeout-total", min=0.0, metavar="SECONDS", help="Time limit for the whole run in seconds (0: none): then the check running is an error and the targets not started are error runs.")] = 0.0,
     max_memory: Annotated[str | None, typer.Option("--max-memory", metavar="SIZE", show_default=False, help="Refuse targets whose layouts need more memory than this, and limit each worker process to it, e.g. 8GB or 512MiB (0: no limit; default: half the available memory).")] = None,
     no_isolate: Annotated[bool, typer.Option("--no-isolate", help="Run the checks in this process, not in worker processes: for debugging with pdb. A layer that exits, crashes or hangs in native code then ends or stalls the run.")] = False,
-    format: Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT", show_default=False, help=f"Report format: {', '.join(reporters.formats())} (default: the one --output's suffix names, else table).")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write the report to this file.", dir_okay=False)] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT", show_default=False, help=_FORMAT_HELP)] = None,
+    output: Annotated[list[Path] | None, typer.Option("--output", "-o", metavar="FILE", help=_OUTPUT_HELP, dir_okay=False)] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, metavar="N", help="Check this many targets at once, in worker processes (0: one per CPU).")] = 1,
     shard: Annotated[str | None, typer.Option("--shard", metavar="K/N", help="Check only the K-th of N shards of the targets (1-based), for CI matrix jobs: the targets sorted by name (spec path or layer reference), shard K takes the K-th, K+N-th, ... of them.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only failures and the summary line.")] = False,
@@ -160,7 +167,7 @@ def run(
     Each TARGET is a spec file, a folder of spec files, or a layer: path/to/file.py[:Name],
     package.module:Name (torch.nn:Conv2d) or torch.ops.NAMESPACE.NAME, checked with the
     --layout, --arg and --kwarg given."""
-    fmt = _report_format(format, output)
+    fmt, files = _destinations(format, output or [])
     part = Shard.parse(shard) if shard is not None else None
     inputs = [parse_input(text) for text in layout or []]
     constants: dict[str, Any] = {}
@@ -182,8 +189,8 @@ def run(
         limits.refuse_oversized(spec.name, spec.layouts, memory)
     for option, selectors in (("--check", check), ("--skip", skip), ("--enable", enable)):
         listing.check_selectors(tuple(selectors or ()), option)
-    if output is not None:
-        check_destination(output)
+    for path, _ in files:
+        check_destination(path)
     from layercheck import isolation, runner  # torch: only once the command line is known to be valid
 
     options = runner.Options(
@@ -221,10 +228,44 @@ def run(
                 report = runner.run(specs, options, progress=progress)  # type: ignore[arg-type]
         else:
             report = isolation.run(specs, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
-    _emit(report, fmt, output, out, quiet=quiet, verbose=verbose)
+    _emit(report, fmt, files, out, quiet=quiet, verbose=verbose)
     if report.interrupted:
         _stderr().print(f"layercheck: interrupted: the report holds the {len(report.runs)} target(s) checked so far", markup=False)
     raise typer.Exit(report.exit_code)
+
+
+@app.command("report")
+@_usage_errors
+def report_command(
+    path: Annotated[Path, typer.Argument(metavar="REPORT.json", hidden=True, show_default=False)],
+    format: Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT", show_default=False, help=_FORMAT_HELP)] = None,
+    output: Annotated[list[Path] | None, typer.Option("--output", "-o", metavar="FILE", help=_OUTPUT_HELP, dir_okay=False)] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="The table with every check and whole messages.")] = False,
+) -> None:
+    """Render a saved JSON report (layercheck run --output report.json) in another format,
+    without running anything again; exit 0 once it is written, whatever the report says."""
+    fmt, files = _destinations(format, output or [])
+    for destination, _ in files:
+        check_destination(destination)
+    _emit(read_report(path), fmt, files, Console(highlight=False, soft_wrap=False), quiet=False, verbose=verbose)
+
+
+def read_report(path: Path) -> Report:
+    """A report that ``layercheck run --format json`` wrote; a file that is not one is a UsageError."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    except ValueError as exc:
+        raise UsageError(f"{path}: not a layercheck report: not JSON ({exc})") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema != Report.SCHEMA:
+        raise UsageError(f"{path}: not a layercheck report: its schema is {schema!r}, not {Report.SCHEMA!r} "
+                         "(write one with layercheck run --format json)")
+    try:
+        return Report.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UsageError(f"{path}: not a layercheck report: {type(exc).__name__} {exc} in its runs") from None
 
 
 @app.command("checks")
@@ -354,24 +395,38 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
     return specs
 
 
-def _report_format(name: str | None, output: Path | None) -> str:
-    """The format named (an unknown one is a usage error), else the one whose suffix ``output``
-    has (``report.xml``: junit), else the table."""
-    if name is not None:
-        return reporters.get(name).name
-    by_suffix = reporters.for_suffix(output.suffix) if output is not None else None
-    return by_suffix.name if by_suffix is not None else "table"
+def _destinations(name: str | None, outputs: list[Path]) -> tuple[str, list[tuple[Path, str]]]:
+    """What goes to the terminal, and each file with its format. One file takes the format
+    named (an unknown one is a usage error), else the one its suffix names (``report.xml``:
+    junit), else the table; the terminal then gets the table. Of several files each takes its
+    suffix's format, and the format named is the terminal's."""
+    fmt = reporters.get(name).name if name is not None else None
+    if len(outputs) == 1:
+        by_suffix = reporters.for_suffix(outputs[0].suffix)
+        return "table", [(outputs[0], fmt or (by_suffix.name if by_suffix is not None else "table"))]
+    files: list[tuple[Path, str]] = []
+    for path in outputs:
+        by_suffix = reporters.for_suffix(path.suffix)
+        if by_suffix is None:
+            suffixes = ", ".join(info.suffix for info in reporters.catalogue() if info.suffix)
+            raise UsageError(f"--output {path}: no report format has the suffix {path.suffix or '(none)'!r}; with "
+                             f"several --output files each file's suffix names its format ({suffixes})")
+        if any(path == other for other, _ in files):
+            raise UsageError(f"--output {path}: given twice")
+        files.append((path, by_suffix.name))
+    return fmt or "table", files
 
 
-def _emit(report: Report, fmt: str, output: Path | None, out: Console, *, quiet: bool, verbose: bool) -> None:
-    if output is not None:
-        write_atomically(output, reporters.render(report, fmt))
-        console_report.print_report(report, out, verbose=verbose, quiet=quiet)
-        _stderr().print(f"report written to {output}", markup=False)
-    elif fmt == "table":
+def _emit(report: Report, fmt: str, files: list[tuple[Path, str]], out: Console, *, quiet: bool,
+          verbose: bool) -> None:
+    for path, file_fmt in files:
+        write_atomically(path, reporters.render(report, file_fmt))
+    if fmt == "table":
         console_report.print_report(report, out, verbose=verbose, quiet=quiet)
     else:
         sys.stdout.write(reporters.render(report, fmt))
+    for path, _ in files:
+        _stderr().print(f"report written to {path}", markup=False)
 
 
 def check_destination(path: Path) -> None:
@@ -395,16 +450,29 @@ def check_destination(path: Path) -> None:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write to a temporary file beside ``path``, then rename: a partial report never replaces a good one."""
+    """Write to a temporary file beside ``path``, then rename: a partial report never replaces a good one.
+    The file gets the mode ``open`` would give it: an existing file's, else what the umask leaves of 0o666
+    (mkstemp's temporary file is private, 0o600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it: put it straight back
+    os.umask(mask)
+    return mask
 
 
 def _yaml_value(text: str, option: str) -> Any:

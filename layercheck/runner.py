@@ -43,6 +43,7 @@ from layercheck.frames import user_trace
 from layercheck.invocation import Invocation
 from layercheck.limits import DEFAULT_TIMEOUT
 from layercheck.loading import resolve
+from layercheck.locations import layer_location
 from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select, selector
 from layercheck.result import BLOCKED, NOT_APPLICABLE, NOT_JUDGED, CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
@@ -206,7 +207,7 @@ def partial_run(spec: TargetSpec, options: Options, record: Record, *, seconds: 
     return RunReport(target=spec.name, kind=record.kind, inputs=spec.input_dicts(),
                      seed=seed_of(spec, options), seconds=seconds,
                      results=ordered_results(plan_for(spec, options), record.results), error=error,
-                     custom_backward=record.facts.get("custom_backward"))
+                     custom_backward=record.facts.get("custom_backward"), location=record.facts.get("location"))
 
 
 def ordered_results(plan: Sequence[Planned], results: Mapping[tuple[str, str], CheckResult]) -> list[CheckResult]:
@@ -245,6 +246,7 @@ class TargetRun:
         self.record = record if record is not None else Record()
         self.record.kind = target.kind
         self.facts = self.record.facts
+        self.facts.setdefault("location", layer_location(target.cls))  # for a report made without this run
         self.blocked = self.record.blocked
         self.results = self.record.results
         self.setup_failure: str | None = None
@@ -304,7 +306,14 @@ class TargetRun:
         return RunReport(target=self.target.name, kind=self.target.kind,
                          inputs=[spec.to_dict() for spec in self.target.specs], seed=self.target.seed,
                          seconds=seconds, results=ordered_results(self.plan, self.results), error=error,
-                         custom_backward=self.facts.get("custom_backward"))
+                         custom_backward=self.facts.get("custom_backward"), location=self._location())
+
+    def _location(self) -> dict[str, Any] | None:
+        """Where the layer is defined, and its hand-written backward (the Function classes
+        forward_runs found in its graph)."""
+        forward = self.results.get(("forward_runs", ""))
+        names = forward.details.get("custom_backward") if forward is not None else None
+        return layer_location(self.target.cls, names if isinstance(names, list) else ())
 
     def result(self, info: CheckInfo, variant: str) -> CheckResult:
         """The outcome of one check, run once: its prerequisites first (every planned variant

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -17,9 +18,12 @@ from layercheck import (
     assert_layer_valid,
     check_layer,
 )
+from layercheck.api import failure_message
 from layercheck.loading import resolve
 
 from conftest import ROOT
+
+pytest_plugins = ["pytester"]
 
 SReLUFunction = resolve(f"{ROOT / 'layers' / 'srelu_function.py'}:SReLUFunction")
 PReLU = resolve(f"{ROOT / 'layers' / 'prelu.py'}:PReLU")
@@ -84,7 +88,7 @@ def test_assert_layer_valid_lists_the_failed_checks_with_their_messages() -> Non
     with pytest.raises(AssertionError) as info:
         assert_layer_valid(PredictTypo(), "4,3:BC")
     text = str(info.value)
-    assert text.startswith("layer is invalid: 1 check(s) failed, 0 ended in an error")
+    assert text.startswith("predict_runs failed (test_api:PredictTypo is invalid)\n")
     assert "predict_runs failed: predict raised IndexError" in text
     assert "reproduce: layercheck.check_layer(layer, '4,3:BC', only=['predict_runs'], seed=0)" in text
     assert "forward_runs" not in text  # it passed: not listed
@@ -124,3 +128,40 @@ def test_the_report_renders_to_every_format() -> None:
 def test_invalid_arguments_raise_before_anything_runs(call, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         call()
+
+
+MINE = """
+from torch import nn
+
+from layercheck import assert_layer_valid
+
+
+class PredictTypo(nn.Module):
+    def forward(self, x):
+        return x * 2 if self.training else x.mean(dim=7)
+
+
+def test_layer():
+    assert_layer_valid(PredictTypo(), "4,3:BC", checks=["predict_runs"], skip=["forward_runs"])
+"""
+
+
+def test_in_pytest_the_short_summary_names_the_checks_and_no_layercheck_frame_shows(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mine=MINE)
+    result = pytester.runpytest("-rf", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_mine.py::test_layer - AssertionError: predict_runs failed*"])
+    text = result.stdout.str()
+    assert "E       AssertionError: predict_runs failed (test_mine:PredictTypo is invalid)" in text
+    assert "layercheck" + "/api.py" not in text and "raise AssertionError(failure_message" not in text
+    assert '>       assert_layer_valid(PredictTypo(), "4,3:BC"' in text  # the user's line is the one shown
+
+
+def test_the_first_line_lists_failures_and_errors() -> None:
+    report = check_layer(PredictTypo, "4,3:BC", checks=["predict_runs"], timeout=30)
+    run = report.runs[0]
+    crashed = layercheck.CheckResult("state_dict", "", Status.ERROR, 0.1, "boom")
+    both = Report(runs=[replace(run, results=[*run.results, crashed])], environment={}, version="", seconds=0.1)
+    assert failure_message(both).splitlines()[0] == (
+        "predict_runs failed; state_dict ended in an error (test_api:PredictTypo is invalid)")

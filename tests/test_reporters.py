@@ -243,3 +243,106 @@ def test_the_readme_example_reporter_works(scratch_registry: None, tmp_path: Pat
             {"check": "gradients", "variant": "float64", "status": "failed", "seconds": 0.1}]}]}))
     assert report.render("tap") == "1..2\nok 1 signatures\nnot ok 2 gradients\n"
     assert 'tap = "mypkg.tap"' in section and "layercheck.reporters" in section
+
+
+# -- several --output files, and a saved report rendered again ------------------------------------
+
+
+def test_each_output_file_takes_the_format_its_suffix_names(tmp_path: Path) -> None:
+    files = {suffix: tmp_path / "reports" / f"r{suffix}" for suffix in (".json", ".xml", ".md", ".html", ".txt")}
+    options = [arg for path in files.values() for arg in ("--output", str(path))]
+    result = cli.invoke(app, ["run", *SMALL, *options])
+    assert result.exit_code == 0, result.output
+    report = load(files[".json"].read_text())
+    assert [r.check for r in report.results] == ["signatures"]
+    assert files[".xml"].read_text() == report.render("junit")
+    assert files[".md"].read_text() == report.render("markdown")
+    assert files[".html"].read_text() == report.render("html")
+    assert files[".txt"].read_text() == report.render("table")
+    assert result.stdout.splitlines()[-1].startswith("1 passed, 0 failed")  # the terminal's table
+    assert result.stderr.splitlines() == [f"report written to {path}" for path in files.values()]
+    # --format is then the terminal's
+    named = cli.invoke(app, ["run", *SMALL, "--format", "json", "-o", str(tmp_path / "a.md"), "-o",
+                             str(tmp_path / "a.xml")])
+    assert named.exit_code == 0 and json.loads(named.stdout)["runs"][0]["results"][0]["check"] == "signatures"
+    assert (tmp_path / "a.md").read_text().startswith("## ✅ layercheck passed")
+
+
+def test_several_outputs_need_suffixes_that_name_formats(tmp_path: Path) -> None:
+    for outputs, says in (([tmp_path / "a.json", tmp_path / "b.log"], "no report format has the suffix '.log'"),
+                          ([tmp_path / "a.json", tmp_path / "a.json"], "given twice")):
+        result = cli.invoke(app, ["run", "nowhere.yaml", *[a for p in outputs for a in ("-o", str(p))]])
+        assert result.exit_code == 2 and result.stdout == ""
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(f"layercheck: error: --output {outputs[1]}: ") and says in line
+        assert not list(tmp_path.iterdir())
+
+
+def test_report_files_honour_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        assert cli.invoke(app, ["run", *SMALL, "-o", str(tmp_path / "r.json")]).exit_code == 0
+        assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
+        os.umask(0o027)
+        assert cli.invoke(app, ["report", str(tmp_path / "r.json"), "-o", str(tmp_path / "r.html")]).exit_code == 0
+        assert (tmp_path / "r.html").stat().st_mode & 0o777 == 0o640
+        (tmp_path / "r.html").chmod(0o664)  # a file that exists keeps its mode, as open() would
+        assert cli.invoke(app, ["report", str(tmp_path / "r.json"), "-o", str(tmp_path / "r.html")]).exit_code == 0
+        assert (tmp_path / "r.html").stat().st_mode & 0o777 == 0o664
+    finally:
+        os.umask(old)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A JSON report of a failing run, as CI would keep it."""
+    path = tmp_path_factory.mktemp("saved") / "report.json"
+    layer = ROOT / "tests" / "zoo" / "predict_raises.py"
+    result = cli.invoke(app, ["run", str(layer), "--layout", "4,3:BC", "--check", "predict_runs", "-o", str(path)])
+    assert result.exit_code == 1, result.output
+    return path
+
+
+def test_report_renders_a_saved_report_in_every_format(saved: Path, tmp_path: Path) -> None:
+    report = load(saved.read_text())
+    for fmt in registry.formats():
+        result = cli.invoke(app, ["report", str(saved), "--format", fmt])
+        assert result.exit_code == 0, (fmt, result.output)  # converted: whatever the report says
+        expected = report.render(fmt) if fmt != "table" else None
+        if expected is not None:
+            assert result.stdout == expected, fmt
+    table = cli.invoke(app, ["report", str(saved)], env={"COLUMNS": "100"}).stdout
+    assert "FAILED predict_runs" in table and table.splitlines()[-1] == report.render("table").splitlines()[-1]
+    out = [tmp_path / "r.html", tmp_path / "r.xml"]
+    result = cli.invoke(app, ["report", str(saved), "-o", str(out[0]), "-o", str(out[1])])
+    assert result.exit_code == 0 and out[0].read_text() == report.render("html")
+    assert ET.parse(out[1]).getroot().find("testsuite/testcase/failure") is not None
+    assert load(cli.invoke(app, ["report", str(saved), "-f", "json"]).stdout) == report
+
+
+def test_report_refuses_what_is_not_a_layercheck_report(saved: Path, tmp_path: Path) -> None:
+    (tmp_path / "text.json").write_text("not json")
+    (tmp_path / "other.json").write_text('{"schema": "other/1"}')
+    (tmp_path / "broken.json").write_text(json.dumps({"schema": Report.SCHEMA, "runs": [{"seed": 0}]}))
+    cases = [([str(tmp_path / "none.json")], "cannot read it"), ([str(tmp_path)], "cannot read it"),
+             ([str(tmp_path / "text.json")], "not a layercheck report: not JSON"),
+             ([str(tmp_path / "other.json")], "not a layercheck report: its schema is 'other/1'"),
+             ([str(tmp_path / "broken.json")], "not a layercheck report: KeyError 'target'"),
+             ([str(saved), "--format", "htm"], "unknown report format 'htm'; did you mean 'html'?")]
+    for args, says in cases:
+        result = cli.invoke(app, ["report", *args])
+        assert result.exit_code == 2 and result.stdout == "", args
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("layercheck: error: ") and says in line, line
+
+
+def test_report_imports_no_torch(saved: Path, tmp_path: Path) -> None:
+    probe = ("import sys\nfrom layercheck.cli import app\n"
+             "try:\n    app(sys.argv[1:], prog_name='layercheck')\nexcept SystemExit as exc:\n    code = exc.code\n"
+             "print(code, 'torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr)\n")
+    for args, code in ((["report", str(saved), "-f", "html", "-o", str(tmp_path / "r.html")], 0),
+                       (["report", str(saved), "-f", "markdown"], 0), (["report", str(tmp_path / "none.json")], 2)):
+        done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=ROOT,
+                              env=_env(), timeout=120)
+        assert done.stderr.strip().splitlines()[-1] == f"{code} no torch", (args, done.stderr)
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")

@@ -3,14 +3,17 @@ compared with the JSON report of the same run; notes and summary counts in every
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
 import shutil
 import struct
 import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, ClassVar
@@ -138,7 +141,10 @@ def test_markdown_puts_failures_first_and_escapes_table_cells(report: Report) ->
     rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
     expected = ["predict_runs", "initialize", "forward_predict_agree", "signatures", "forward_runs"]
     assert [row.split("`")[1] for row in rows] == expected
-    assert "bad \\| value &lt;x&gt;<br> second line" in rows[0]
+    # the table's cell: the message's first line; the whole message folded under the table
+    assert rows[0].endswith("| predict raised ValueError: bad \\| value &lt;x&gt; … |")
+    whole = section.split("<code>predict_runs</code>: the whole message</summary>")[1].split("</details>")[0]
+    assert "predict raised ValueError: bad | value &lt;x&gt;<br>\n second line" in whole
     assert "layercheck run" in section and "--check predict_runs" in section
     good = text.split(headings[0])[1].split(headings[1])[0]
     assert "<details>" in good and "❌" not in good
@@ -318,11 +324,12 @@ def test_the_verbose_table_shows_notes_under_their_layer_at_80_columns() -> None
     buffer = io.StringIO()
     console.print_report(handmade(), Console(file=buffer, width=80, color_system=None), verbose=True)
     lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
-    assert max(len(line) for line in lines if not line.startswith(("  reproduce", "Traceback", "  File"))) <= 80
+    assert max(len(line) for line in lines if not line.startswith(("Traceback", "  File"))) <= 80
     at = lines.index("note backward_size the gradient of parameter 'bias' has shape (1, 3), which")
     assert lines[at + 1].strip() == "autograd reduces to its shape (3,)"
     assert lines[at + 1].index("autograd") == lines[at].index("the gradient")  # wrapped beside the check
-    assert lines[at - 1].startswith("└") and lines[at + 2].startswith("layers/bad.py:Bad [error]")
+    assert lines[at - 1] == "    every gradient has its tensor's size"  # the last check's message, under its row
+    assert lines[at + 2].startswith("layers/bad.py:Bad [error]")
     assert f"note gradients[float64] {BAD_NOTE}" in lines
     quiet = io.StringIO()
     console.print_report(handmade(), Console(file=quiet, width=80, color_system=None), quiet=True)
@@ -378,7 +385,10 @@ def test_github_format_from_the_command_line(tmp_path: Path) -> None:
                                       "predict_runs", "--format", "github"])
     assert result.exit_code == 1
     first, last = result.stdout.splitlines()[0], result.stdout.splitlines()[-1]
-    assert first.startswith("::error title=layercheck ") and "predict_runs failed::predict raised ValueError" in first
+    line = BROKEN.splitlines().index("class Layer(nn.Module):") + 1
+    where = (tmp_path / "broken.py").resolve().as_posix()  # outside the working directory: absolute
+    assert first.startswith(f"::error file={where},line={line},title=layercheck ")
+    assert "predict_runs failed::predict raised ValueError" in first
     assert "%0A" in first and "\n" not in first
     assert last.startswith("1 passed, 1 failed, 0 skipped, 0 errors in ")  # signatures passed
 
@@ -515,9 +525,9 @@ def test_html_plots_a_gradient_failure_one_point_per_direction_and_element() -> 
     joint = plots[0]
     # bad points (relative error above the tolerance 1e-6) stand out; the one on the line does not
     assert sorted(c.classes == ["point", "bad"] for c in _circles(joint)) == [False, True, True]
-    assert "y = x" in joint.text()
+    assert "tolerance 1e-06" in joint.text()
     assert [f.one("b").text() for f in gradients.all("figure")] == [
-        "Directions: all tensors together", "Directions: input 0", "Elements: input 0"]
+        "Errors per direction: all tensors together", "Errors per direction: input 0", "Elements: input 0"]
     # Against the elements' values: left to right -1.0 (right), 2.7 and 3.0 (wrong), errors 0, 1, 1.
     by_x = sorted(_circles(plots[2]), key=lambda c: float(c.attrs["cx"]))
     assert [c.one("title").text().split(":")[0] for c in by_x] == [
@@ -560,16 +570,282 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+# Measured by the browser once the page is laid out, written into the body's attributes for --dump-dom.
+MEASURE = """<script>
+const shown = (e) => e.checkVisibility();
+const failure = document.querySelector("section.run.failed tr.failed");
+const folded = document.querySelector("section.run.failed details.checks");
+document.body.dataset.height = document.documentElement.scrollHeight;
+document.body.dataset.passingShown = [...document.querySelectorAll("section tr.passed")].filter(shown).length;
+document.body.dataset.failureFirst = failure.getBoundingClientRect().top < folded.getBoundingClientRect().top;
+document.body.dataset.plots = [...document.querySelectorAll("svg.plot")].filter(
+  (svg) => svg.getBoundingClientRect().width > 300).length;
+</script>"""
+
+
+def _tiny_layers(region_bug: Report) -> Report:
+    """Five layers that pass thirty checks each, and one whose backward is wrong for x > 2.5."""
+    passing = [RunReport(target=f"layers/tiny{i}.py:Tiny", kind="module", inputs=[{"size": [4, 3], "format": "BC"}],
+                         seed=0, seconds=0.1, results=[CheckResult(f"check{j}", "", Status.PASSED, 0.01, "fine")
+                                                       for j in range(30)]) for i in range(5)]
+    return handmade(*passing, *region_bug.runs)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium to render the page")
-def test_html_renders_in_chromium(region_bug: Report, tmp_path: Path) -> None:
+def test_html_in_chromium_shows_failures_first_and_folds_passing_checks(region_bug: Report, tmp_path: Path) -> None:
     page = tmp_path / "report.html"
-    page.write_text(handmade(*handmade().runs, *region_bug.runs).render("html"), encoding="utf-8")
+    text = _tiny_layers(region_bug).render("html")
+    page.write_text(text.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     shot = tmp_path / "report.png"
     with tempfile.TemporaryDirectory() as profile:
-        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                        f"--user-data-dir={profile}", f"--screenshot={shot}", "--window-size=1200,2000",
+        done = subprocess.run([*CHROMIUM, f"--user-data-dir={profile}", "--window-size=1200,2000", "--dump-dom",
+                               page.as_uri()], check=False, capture_output=True, text=True, timeout=120)
+        subprocess.run([*CHROMIUM, f"--user-data-dir={profile}", f"--screenshot={shot}", "--window-size=1200,2000",
                         page.as_uri()], check=False, capture_output=True, timeout=120)
+    measured = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', done.stdout.split("<body", 1)[1].split(">", 1)[0]))
+    assert measured["passing-shown"] == "0" and measured["failure-first"] == "true", measured
+    assert int(measured["height"]) < 4000, measured  # six small layers: 2,946 px here, 9,055 px before
+    assert int(measured["plots"]) >= 3, measured  # the error plots are drawn at their size
     assert shot.is_file(), "chromium wrote no screenshot"
     assert _png_size(shot) == (1200, 2000) and shot.stat().st_size > 50_000  # a page, not a blank
+
+
+# -- quiet by default: skips that do not apply, folded; checks that could not judge, counted -------
+
+
+def _skip(check: str, message: str, skip: str | None, variant: str = "") -> CheckResult:
+    return CheckResult(check, variant, Status.SKIPPED, 0.0, message, skip=skip)
+
+
+NO_OPERATOR = "the layer calls no custom operator (torch.library.custom_op)"
+
+
+def skipping(*, kinds: bool = True) -> Report:
+    """A layer whose skips are of every kind (``kinds``), or a report written before skips had one."""
+    results = [
+        CheckResult("signatures", "", Status.PASSED, 0.001, "1 input(s) accepted by forward"),
+        CheckResult("forward_runs", "", Status.FAILED, 0.01, "forward raised ValueError: no"),
+        _skip("device", "no CUDA or MPS device", "not_applicable"),
+        _skip("op_schema", NO_OPERATOR, "not_applicable"),
+        _skip("op_fake", NO_OPERATOR, "not_applicable"),
+        _skip("gradients", "float16 rounding noise hides any error: not judged", "not_judged", "float16"),
+        _skip("state_valid", "needs forward_runs, which failed", "blocked"),
+    ]
+    if not kinds:
+        results = [replace(r, skip=None) for r in results]
+    run = RunReport(target="skips.py:Skips", kind="module", inputs=[{"size": [4, 3], "format": "BC"}], seed=0,
+                    seconds=0.2, results=results)
+    return handmade(run)
+
+
+def _console_lines(report: Report, *, width: int = 80, verbose: bool = False) -> list[str]:
+    buffer = io.StringIO()
+    console.print_report(report, Console(file=buffer, width=width, color_system=None), verbose=verbose)
+    return [line.rstrip() for line in buffer.getvalue().splitlines()]
+
+
+def test_skips_that_do_not_apply_fold_into_one_line_and_verbose_lists_them() -> None:
+    lines = _console_lines(skipping())
+    assert lines[0] == "skips.py:Skips failed  1 passed, 1 failed, 5 skipped (1 not judged) (0.2s)"
+    assert "  skipped 3 that do not apply (-v lists them): device, op_schema, op_fake" in lines
+    assert not [line for line in lines if NO_OPERATOR in line or "no CUDA" in line]  # folded: no line of their own
+    # the skips that are not "does not apply" keep their lines
+    assert "  skipped gradients[float16]: float16 rounding noise hides any error: not judged" in lines
+    assert "  skipped state_valid: needs forward_runs, which failed" in lines
+    assert lines[-1] == "1 passed, 1 failed, 5 skipped (1 not judged), 0 errors in 0.50 s"
+    text = "\n".join(_console_lines(skipping(), verbose=True))
+    assert "no CUDA or MPS device" in text and NO_OPERATOR in text and "do not apply" not in text
+
+
+def test_a_report_without_skip_kinds_folds_nothing() -> None:
+    lines = _console_lines(skipping(kinds=False))
+    assert "  skipped device: no CUDA or MPS device" in lines
+    assert any(line.startswith("  skipped op_schema, op_fake: the layer calls no custom operator") for line in lines)
+    assert not [line for line in lines if "do not apply" in line or "not judged)" in line]
+    assert lines[-1] == "1 passed, 1 failed, 5 skipped, 0 errors in 0.50 s"
+
+
+def test_the_skip_kind_survives_the_json_round_trip_and_reaches_every_summary_line() -> None:
+    report = skipping()
+    data = json.loads(report.render("json"))
+    assert [r["skip"] for r in data["runs"][0]["results"]] == [
+        None, None, "not_applicable", "not_applicable", "not_applicable", "not_judged", "blocked"]
+    assert [r.skip for r in load(report.render("json")).results] == [r.skip for r in report.results]
+    line = "1 passed, 1 failed, 5 skipped (1 not judged), 0 errors in 0.50 s"
+    assert report.render("github").splitlines()[-1] == line and line in report.render("markdown")
+    assert parse_html(report.render("html")).one("p", "summary").text() == line
+
+
+# -- the verbose table at 80 columns: messages under their rows, no word cut -------------------------
+
+
+LONG = ("the layer calls no custom operator (torch.library.custom_op) and the constructor of "
+        "MeanPReLUWithAVeryLongName accepts neither device= nor dtype=; see torch.nn.utils.parametrize")
+
+
+def test_the_verbose_report_at_80_columns_cuts_no_word() -> None:
+    run = RunReport(target="layers/long.py:Long", kind="module", inputs=[], seed=0, seconds=0.1, results=[
+        CheckResult("op_autograd_registration", "", Status.SKIPPED, 0.0, LONG),
+        CheckResult("gradients", "float64", Status.FAILED, 0.1, LONG, details={"reproduce": REPRODUCE})])
+    lines = _console_lines(handmade(run), verbose=True)
+    assert max(map(len, lines)) <= 80
+    words = {word for line in lines for word in line.split()}
+    assert set(LONG.split()) <= words  # every word whole: none folded at the edge of a narrow column
+    row = lines.index("  op_autograd_registration  skipped  0.00s")
+    assert lines[row + 1].startswith("    the layer calls no custom operator (torch.library.custom_op)")
+    # the reproduce command, broken between words with shell continuations, is the command again
+    at = next(i for i, line in enumerate(lines) if line.startswith("  reproduce: "))
+    command = [lines[at].removeprefix("  reproduce: ")]
+    while command[-1].endswith(" \\"):
+        at += 1
+        command.append(lines[at])
+    assert len(command) > 1 and " ".join(part.removesuffix(" \\").strip() for part in command) == REPRODUCE
+
+
+def test_a_wide_terminal_keeps_the_table_and_the_command_on_one_line() -> None:
+    lines = _console_lines(handmade(), width=160, verbose=True)
+    assert any(line.startswith("┃ check") for line in lines)
+    assert f"  reproduce: {REPRODUCE}" in lines
+
+
+# -- Markdown: whole messages ---------------------------------------------------------------------
+
+
+def test_markdown_keeps_each_long_message_whole_under_its_table() -> None:
+    message = ("wrong gradient of parameter 'slope': analytic = 0.125 × numeric for all 3 elements (a mean where a "
+               "sum belongs?); directional derivative analytic -0.07 vs numeric -0.61, relative error 8.2 > "
+               "tolerance 1e-06. float64 analytic gradients disagree with float64 finite differences [*see* "
+               "the_table] <b>x</b>")
+    run = RunReport(target="t.py:L", kind="module", inputs=[], seed=0, seconds=0.1,
+                    results=[CheckResult("gradients", "float64", Status.FAILED, 0.1, message)])
+    text = handmade(run).render("markdown")
+    row = next(line for line in text.splitlines() if line.startswith("| ❌ failed | `gradients[float64]`"))
+    assert row.endswith("(a mean where a sum belongs?) … |")  # cut at the end of a clause
+    block = text.split("<code>gradients[float64]</code>: the whole message</summary>")[1].split("</details>")[0]
+    shown = html.unescape(re.sub(r"\\(.)", r"\1", block)).strip()  # what GitHub renders: escapes undone
+    assert shown == message
+    assert "<b>" not in block and "\\*see\\*" in block  # no raw HTML, no emphasis
+
+
+# -- GitHub annotations on the layer's lines ------------------------------------------------------
+
+
+def test_github_puts_a_backward_failure_on_the_backward_and_the_rest_on_the_layer() -> None:
+    location = {"file": "layers/act.py", "line": 30,
+                "backward": {"name": "ActFunction.backward", "file": "layers/act_fn.py", "line": 12}}
+    crashed = CheckResult("state_dict", "", Status.ERROR, 0.02, "boom")
+    pinned = CheckResult("meta_device", "", Status.FAILED, 0.02, "pinned",
+                         details={"location": {"file": "layers/act.py", "line": 41}})
+    run = RunReport(target="layers/act.py:Act", kind="module", inputs=[], seed=0, seconds=0.1, custom_backward=True,
+                    location=location, results=[gradients_failure(), crashed, pinned])
+    errors = [line for line in handmade(run).render("github").splitlines() if line.startswith("::error")]
+    assert errors[0].startswith("::error file=layers/act_fn.py,line=12,title=layercheck layers/act.py%3AAct%3A "
+                                "gradients[float64] failed (in ActFunction.backward)::")
+    assert errors[1].startswith("::error file=layers/act.py,line=30,title=layercheck layers/act.py%3AAct%3A "
+                                "state_dict error::")
+    assert errors[2].startswith("::error file=layers/act.py,line=41,")  # the check knew the line
+    article = parse_html(handmade(run).render("html")).all("article", "problem")[0]
+    assert article.one("p", "where").text() == "Where: layers/act_fn.py:12 (ActFunction.backward)"
+
+
+def _line_of(path: Path, start: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), start=1) if line.lstrip().startswith(start))
+
+
+def test_a_run_knows_where_its_layer_and_its_backward_are_defined(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    zoo = ROOT / "tests" / "zoo" / "gradients_batch_mean.py"
+    result = CliRunner().invoke(app, ["run", "tests/zoo/gradients_batch_mean.py", "--layout", "8,3,5:BCU",
+                                      "--check", "gradients", "--format", "github"])
+    assert result.exit_code == 1, result.output
+    (error,) = [line for line in result.stdout.splitlines() if line.startswith("::error")]
+    line = _line_of(zoo, "def backward")
+    assert error.startswith(f"::error file=tests/zoo/gradients_batch_mean.py,line={line},title=layercheck "
+                            "tests/zoo/gradients_batch_mean.py%3A gradients[float64] failed "
+                            "(in MeanPReLUFunction.backward)::wrong gradient of parameter 'slope'")
+    data = json.loads(CliRunner().invoke(app, ["run", "tests/zoo/gradients_batch_mean.py", "--layout", "8,3,5:BCU",
+                                               "--check", "forward_runs", "--format", "json"]).stdout)
+    assert data["runs"][0]["location"] == {
+        "file": "tests/zoo/gradients_batch_mean.py", "line": _line_of(zoo, "class MeanPReLU("),
+        "backward": {"name": "MeanPReLUFunction.backward", "file": "tests/zoo/gradients_batch_mean.py",
+                     "line": line}}
+    # torch's own layer: no file of the user's to point at
+    torch_layer = json.loads(CliRunner().invoke(app, ["run", "torch.nn:PReLU", "--layout", "4,3:BC", "--check",
+                                                      "signatures", "--format", "json"]).stdout)
+    assert torch_layer["runs"][0]["location"] is None
+
+
+def test_a_layer_whose_worker_died_keeps_its_location(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(app, ["run", "tests/hostile/os_exit.py", "--layout", "4,3:BC", "--check",
+                                      "predict_runs", "--format", "json"])
+    assert result.exit_code == 1, result.output
+    (run,) = json.loads(result.stdout)["runs"]
+    assert "exited with status 3" in run["results"][-1]["message"]  # the report the parent made
+    assert run["location"] == {"file": "tests/hostile/os_exit.py",
+                               "line": _line_of(ROOT / "tests" / "hostile" / "os_exit.py", "class Layer(")}
+
+
+def test_an_operator_points_at_its_function_and_registered_backward() -> None:
+    run = run_zoo("good_custom_op", only=("forward_runs",))
+    zoo = ROOT / "tests" / "zoo" / "good_custom_op.py"
+    assert run.location is not None and run.location["file"].endswith("tests/zoo/good_custom_op.py")
+    assert run.location["line"] == _line_of(zoo, "def scaled_tanh(")
+    assert run.location["backward"]["line"] == _line_of(zoo, "def _backward(")
+
+
+# -- HTML: failures first, passing checks folded, internals folded, the error plotted ---------------
+
+
+def test_html_puts_what_did_not_pass_first_and_folds_the_rest() -> None:
+    page = parse_html(skipping().render("html"))
+    section = page.all("section", "run")[0]
+    children = [c for c in section.children if isinstance(c, Node)]
+    shown = children[[c.tag for c in children].index("table")]
+    assert [tr.classes[0] for tr in shown.kids("tr")[1:]] == ["failed", "skipped", "skipped"]  # failure first
+    folds = section.kids("details")
+    assert [f.one("summary").text() for f in folds] == ["1 check passed", "3 checks do not apply here"]
+    assert all("open" not in f.attrs for f in folds)
+    assert [tr.all("td")[1].text() for tr in folds[1].all("tr")[1:]] == ["device", "op_schema", "op_fake"]
+    good = parse_html(handmade().render("html")).all("section", "run")[0]
+    assert not good.kids("table") and good.one("details", "checks").one("summary").text() == "2 checks passed"
+
+
+def test_html_folds_a_failure_internals_and_keeps_input_options() -> None:
+    inputs = [{"size": [4, 10], "format": "BT", "dtype": "int64", "values": "integers:0:1000"},
+              {"name": "mask", "size": [4, 10], "format": "BT", "dtype": "bool"},
+              {"size": [4, 3], "format": "BC", "requires_grad": False}]
+    run = RunReport(target="t.py:L", kind="module", inputs=inputs, seed=0, seconds=0.1,
+                    results=[gradients_failure()])
+    page = parse_html(handmade(run).render("html"))
+    section = page.all("section", "run")[0]
+    facts = dict(zip((dt.text() for dt in section.iter("dt")), (dd.text() for dd in section.iter("dd"))))
+    assert facts["inputs"] == ("4,10:BT dtype=int64 values=integers:0:1000, mask=4,10:BT dtype=bool, "
+                               "4,3:BC grad=no")
+    (article,) = section.all("article", "problem")
+    internals = article.one("details", "internals")
+    assert "open" not in internals.attrs and "tolerance" in internals.text()
+    assert article.one("p", "reproduce").text() == f"Reproduce: {REPRODUCE}"
+
+
+def test_html_plots_the_error_of_each_direction_against_the_tolerance() -> None:
+    """A 5 % error stands far above the tolerance line, where analytic against numeric would put
+    it on the diagonal; an exact direction sits at the bottom."""
+    details = {"tolerance": 1e-6, "directions": [_direction(1.05, 1.0, 0.05), _direction(2.0, 2.0, 0.0),
+                                                 _direction(3.0, 3.0, 4e-10)]}
+    run = RunReport(target="t.py:L", kind="module", inputs=[], seed=0, seconds=0.1,
+                    results=[CheckResult("gradients", "float64", Status.FAILED, 0.1, "5 % off", details=details)])
+    (svg,) = parse_html(handmade(run).render("html")).all("svg", "plot")
+    tolerance = next(n for n in svg.all("line") if n.attrs.get("stroke") == "#c53030")
+    level = float(tolerance.attrs["y1"])
+    frame = svg.one("rect")
+    top, bottom = float(frame.attrs["y"]), float(frame.attrs["y"]) + float(frame.attrs["height"])
+    wrong, exact, close = sorted(_circles(svg), key=lambda c: float(c.attrs["cx"]))
+    assert "bad" in wrong.classes and not {"bad"} & set(exact.classes + close.classes)
+    assert level - float(wrong.attrs["cy"]) > 0.4 * (bottom - top)  # decades above the line
+    assert float(exact.attrs["cy"]) == bottom and level < float(close.attrs["cy"]) < bottom
+    assert "tolerance 1e-06" in svg.text() and "relative error 0.05 (above the tolerance 1e-06)" in wrong.text()

@@ -22,7 +22,15 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from layercheck.reporting.details import counts_text, label, labelled_notes, summary_line
+from layercheck.reporting.details import (
+    NOT_APPLICABLE,
+    NOT_JUDGED,
+    counts_text,
+    label,
+    labelled_notes,
+    skipped_as,
+    summary_line,
+)
 from layercheck.reporting.registry import reporter
 from layercheck.result import Report, RunReport, Status
 
@@ -43,24 +51,36 @@ def run_lines(run: RunReport) -> RenderableType:
     if run.error is not None:
         return Group(title, Padding(Text.assemble(("error: ", STYLES[Status.ERROR]), run.error), (0, 0, 0, 2),
                                     expand=False))
-    title.append(f"  {counts_text(run.summary, notes=len(notes), nonzero=True)} ({run.seconds:.1f}s)")
+    not_judged = len(skipped_as(run.results, NOT_JUDGED))
+    title.append(f"  {counts_text(run.summary, notes=len(notes), nonzero=True, not_judged=not_judged)} "
+                 f"({run.seconds:.1f}s)")
+    # Checks that do not apply (no GPU, no custom operator) share one line; --verbose lists them.
+    folded = skipped_as(run.results, NOT_APPLICABLE)
     # Checks skipped for the same reason share a line (op_schema, op_fake, ...: no custom operator).
     rows: dict[tuple[str, str], list[str]] = {}
     for r in run.results:
-        if r.status is not Status.PASSED:
+        if r.status is not Status.PASSED and r not in folded:
             rows.setdefault((r.status.value, " ".join(r.message.split())), []).append(label(r))
     for name, note in notes:
         rows.setdefault(("note", " ".join(note.split())), []).append(name)
     lines = [Text.assemble("  ", (f"{status:<8}", NOTE_STYLE if status == "note" else STYLES[Status(status)]),
                            (", ".join(names), "bold"), ": ", message, no_wrap=True, overflow="ellipsis")
              for (status, message), names in rows.items()]
+    if folded:
+        lines.append(Text.assemble("  ", (f"{'skipped':<8}", STYLES[Status.SKIPPED]),
+                                   f"{len(folded)} that do not apply (-v lists them): ",
+                                   (", ".join(label(r) for r in folded), "dim"), no_wrap=True, overflow="ellipsis"))
     return Group(title, *lines)
 
 
-def run_table(run: RunReport, *, verbose: bool = False) -> RenderableType:
+def run_table(run: RunReport, *, verbose: bool = False, width: int | None = None) -> RenderableType:
+    """Every check of one target, one row each; where ``width`` leaves the message column fewer
+    than MESSAGE_ROOM characters, each message goes on its own lines under its row."""
     title = f"{run.target} [{run.status.value}]"
     if run.error is not None:
         return Text.assemble((title, "bold"), "\n", ("error: ", STYLES[Status.ERROR]), run.error)
+    if width is not None and _message_room(run, width) < MESSAGE_ROOM:
+        return _stacked(run, title)
     table = Table(title=Text(title), title_justify="left", show_lines=False, expand=False)  # not markup: "[passed]"
     table.add_column("check", no_wrap=True)
     table.add_column("variant", no_wrap=True)
@@ -72,6 +92,31 @@ def run_table(run: RunReport, *, verbose: bool = False) -> RenderableType:
         table.add_row(r.check, r.variant, Text(r.status.value, style=STYLES[r.status]),
                       f"{r.seconds:.2f}s", escape(message))
     return table
+
+
+MESSAGE_ROOM = 40
+"""Characters the table's message column needs; a narrower terminal gets messages under their rows."""
+
+
+def _message_room(run: RunReport, width: int) -> int:
+    """The width run_table's message column would get: what the other columns and the borders leave."""
+    fixed = [max([len(r.check) for r in run.results] + [5]), max([len(r.variant) for r in run.results] + [7]),
+             len("skipped"), max([len(f"{r.seconds:.2f}s") for r in run.results] + [4])]
+    return width - sum(fixed) - 3 * (len(fixed) + 1) - 1
+
+
+def _stacked(run: RunReport, title: str) -> RenderableType:
+    """The table's rows for a narrow terminal: check, status and time on a line, the message
+    wrapped at word boundaries under it."""
+    names = [label(r) for r in run.results]
+    first = max(len(name) for name in names) if names else 0
+    parts: list[RenderableType] = [Text(title, style="bold")]
+    for name, r in zip(names, run.results):
+        parts.append(Text.assemble("  ", (name.ljust(first), "bold"), "  ",
+                                   (f"{r.status.value:<7}", STYLES[r.status]), f"  {r.seconds:.2f}s"))
+        if r.message:
+            parts.append(Padding(Text(r.message), (0, 0, 0, 4)))
+    return Group(*parts)
 
 
 def run_notes(run: RunReport) -> RenderableType | None:
@@ -100,7 +145,42 @@ def print_failures(report: Report, console: Console, *, verbose: bool = False) -
         if trace and (verbose or r.status is Status.FAILED):
             console.print(Text(str(trace).rstrip("\n"), style="dim"), soft_wrap=True)
         if "reproduce" in r.details:
-            console.print(Text(f"  reproduce: {r.details['reproduce']}", style="cyan"), soft_wrap=True)
+            command = reproduce_lines(str(r.details["reproduce"]), console.width)
+            console.print(Text("\n".join(command), style="cyan"), soft_wrap=True)
+
+
+def reproduce_lines(command: str, width: int) -> list[str]:
+    """``  reproduce: COMMAND`` on one line where it fits in ``width``, else a shell command
+    broken between its words with ``\\`` continuations, so that it still pastes into a shell
+    and no word is cut by the terminal. A Python expression (the API's) is left whole."""
+    lead = "  reproduce: "
+    if len(lead) + len(command) <= width or not command.startswith("layercheck "):
+        return [lead + command]
+    lines: list[str] = []
+    line, empty = lead.rstrip(), True
+    for word in _shell_words(command):
+        if not empty and len(line) + 1 + len(word) + 2 > width:  # room for " \\"
+            lines.append(line + " \\")
+            line = "     "
+        line, empty = f"{line} {word}", False
+    return [*lines, line]
+
+
+def _shell_words(command: str) -> list[str]:
+    """``command`` split at the spaces outside quotes, each word as written (quotes kept)."""
+    words, word, quote = [], "", ""
+    for char in command:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == " ":
+            if word:
+                words.append(word)
+            word = ""
+            continue
+        word += char
+    return [*words, word] if word else words
 
 
 def printed_and_warned(report: Report) -> RenderableType | None:
@@ -125,7 +205,7 @@ def print_report(report: Report, console: Console, *, verbose: bool = False, qui
     if not quiet:
         for run in report.runs:
             if verbose:
-                console.print(run_table(run, verbose=True))
+                console.print(run_table(run, verbose=True, width=console.width))
                 notes = run_notes(run)
                 if notes is not None:
                     console.print(notes)

@@ -1,5 +1,7 @@
 """GitHub Actions workflow commands (SPEC section 8): annotations on the run's summary page
-and, where the layer's file and line are known, on the file in the pull request.
+and, where the layer's file and line are known, on the file in the pull request: a failure of
+a backward check in a layer with a hand-written backward on that backward, the rest on the
+layer's definition (details.result_location).
 
 ``::error`` for each failed or errored check and each layer that could not be loaded,
 ``::notice`` for each note. GitHub shows at most ten annotations of a kind per step; the rest
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from layercheck.reporting.details import label, plural, summary_line
+from layercheck.reporting.details import label, plural, result_location, summary_line
 from layercheck.reporting.registry import reporter
 from layercheck.result import Report, Status
 
@@ -32,7 +34,11 @@ def render(report: Report) -> str:
                 text = result.message
                 if "reproduce" in result.details:
                     text += f"\n\nreproduce: {result.details['reproduce']}"
-                errors.append(_command("error", run.location, f"{name} {result.status.value}", text))
+                where = result_location(run, result)
+                title = f"{name} {result.status.value}"
+                if where is not None and where.get("name"):
+                    title += f" (in {where['name']})"
+                errors.append(_command("error", where, title, text))
             notices += [_command("notice", run.location, f"{name} note", note) for note in result.notes]
     lines = _capped(errors, "error") + _capped(notices, "notice")
     return "\n".join([*lines, summary_line(report)]) + "\n"

@@ -1,10 +1,12 @@
 """The HTML report (SPEC section 8): one self-contained page, inline CSS and inline SVG only
 (no network, no script), to attach to a CI run or open from disk.
 
-The summary and a table of the layers first; then per layer its facts (status, inputs,
-seed, time, custom backward), a table of its checks, its notes, and each failure and error
-spelled out: message, plots where a gradient check disagreed, reproduce command, details as
-key/value tables and the layer's traceback.
+The summary and a table of the layers first; then per layer its facts (status, inputs with
+their options, seed, time, custom backward, where it is defined), a table of the checks that
+did not pass, failures first, with those that passed (and those that do not apply) folded
+below it, its notes, and each failure and error spelled out: message, where in the layer's
+code, plots of the error where a gradient check disagreed, reproduce command, the layer's
+traceback, and what the check measured (its internals) folded.
 """
 
 from __future__ import annotations
@@ -15,11 +17,16 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from layercheck.reporting.details import (
+    NOT_APPLICABLE,
     counts_text,
+    input_text,
     label,
     labelled_notes,
     location_text,
     printable,
+    result_location,
+    short,
+    skipped_as,
     summary_line,
 )
 from layercheck.reporting.plots import gradient_figures
@@ -29,8 +36,12 @@ from layercheck.result import CheckResult, Report, RunReport, Status
 MESSAGE_LIMIT = 300
 """Characters of a message in the checks table; failures below it show the whole message."""
 
-# Shown apart from the other details: the command under the message, the traceback last.
-_APART = ("reproduce", "traceback")
+# The order of the checks table: what needs the reader first.
+_ORDER = {Status.FAILED: 0, Status.ERROR: 1, Status.SKIPPED: 2, Status.PASSED: 3}
+
+# Shown apart from the other details: the command under the message, the traceback; where the
+# check points in the layer's code.
+_APART = ("reproduce", "traceback", "location")
 
 _CSS = """
 :root { --passed: #2f855a; --failed: #c53030; --error: #805ad5; --skipped: #b7791f; --note: #2b6cb0;
@@ -59,8 +70,8 @@ a { color: var(--note); }
 section.run { border-top: 3px solid var(--line); margin-top: 28px; padding-top: 14px; }
 section.run.failed { border-top-color: var(--failed); } section.run.error { border-top-color: var(--error); }
 section.run.passed { border-top-color: var(--passed); }
-dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 0 0 .8em; }
-dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
+dl.facts { display: flex; flex-wrap: wrap; gap: 2px 24px; margin: 0 0 .8em; }
+dl.facts div { display: flex; gap: 8px; } dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 tr.failed td:first-child, tr.error td:first-child { font-weight: 600; }
 ul.notes { padding-left: 1.2em; } ul.notes li { margin: .2em 0; }
 article.problem { border-left: 4px solid var(--failed); background: #fffafa; padding: 10px 14px; margin: 14px 0;
@@ -72,6 +83,7 @@ figure { margin: 0; background: white; border: 1px solid var(--line); border-rad
 figcaption { font-size: .85em; color: var(--muted); margin-top: 4px; }
 figcaption b { color: var(--ink); }
 details { margin: .5em 0; } summary { cursor: pointer; color: var(--muted); }
+p.where { margin: .3em 0; }
 table.kv { font-size: .9em; } table.kv th { white-space: nowrap; padding-right: 14px; }
 table.rows { font-size: .9em; } .wide { overflow-x: auto; max-width: 100%; }
 footer { margin-top: 36px; color: var(--muted); font-size: .85em; }
@@ -137,7 +149,17 @@ def _run_section(run: RunReport, anchor: str) -> ET.Element:
         _element(section, "p", "The layer could not be loaded or constructed:")
         _element(section, "pre", run.error, cls="load-error")
         return section
-    section.append(_checks_table(run, anchor))
+    ordered = sorted(run.results, key=lambda r: _ORDER[r.status])
+    folded = skipped_as(ordered, NOT_APPLICABLE)
+    shown = [r for r in ordered if r.status is not Status.PASSED and r not in folded]
+    passed = [r for r in ordered if r.status is Status.PASSED]
+    if shown:
+        section.append(_checks_table(shown, anchor))
+    for results, what in ((passed, "passed"), (folded, "do not apply here")):
+        if results:
+            fold = ET.SubElement(section, "details", {"class": "checks"})
+            _element(fold, "summary", f"{len(results)} check{'s' * (len(results) != 1)} {what}")
+            fold.append(_checks_table(results, anchor))
     notes = labelled_notes(run.results)
     if notes:
         _element(section, "h3", "Notes")
@@ -146,16 +168,16 @@ def _run_section(run: RunReport, anchor: str) -> ET.Element:
             li = ET.SubElement(ul, "li")
             _element(li, "code", name)
             _tail(li, f": {note}")
-    problems = [r for r in run.results if r.status in (Status.FAILED, Status.ERROR)]
+    problems = [r for r in ordered if r.status in (Status.FAILED, Status.ERROR)]
     if problems:
         _element(section, "h3", "Failures and errors")
         for result in problems:
-            section.append(_problem(result, _result_anchor(anchor, result)))
+            section.append(_problem(run, result, _result_anchor(anchor, result)))
     return section
 
 
 def _facts(run: RunReport) -> ET.Element:
-    inputs = ", ".join(f"{','.join(map(str, i.get('size', [])))}:{i.get('format', '')}" for i in run.inputs)
+    inputs = ", ".join(input_text(i) for i in run.inputs)
     backward = {True: "yes (hand-written)", False: "no (autograd)", None: "unknown"}[run.custom_backward]
     facts = [("status", run.status.value),
              ("summary", counts_text(run.summary, notes=len(labelled_notes(run.results)))),
@@ -163,17 +185,21 @@ def _facts(run: RunReport) -> ET.Element:
              ("time", f"{run.seconds:.2f} s"), ("custom backward", backward)]
     if run.location:
         facts.append(("defined at", location_text(run.location)))
+        backward_at = run.location.get("backward")
+        if isinstance(backward_at, Mapping) and backward_at.get("file"):
+            facts.append(("backward at", f"{location_text(backward_at)} ({backward_at.get('name', 'backward')})"))
     dl = ET.Element("dl", {"class": "facts"})
-    for name, value in facts:
-        _element(dl, "dt", name)
-        _element(dl, "dd", value, cls="mono" if name in ("inputs", "defined at") else None)
+    for name, value in facts:  # each pair in a div, which HTML allows in a dl: the pairs wrap as one
+        pair = ET.SubElement(dl, "div")
+        _element(pair, "dt", name)
+        _element(pair, "dd", value, cls="mono" if name in ("inputs", "defined at", "backward at") else None)
     return dl
 
 
-def _checks_table(run: RunReport, anchor: str) -> ET.Element:
+def _checks_table(results: list[CheckResult], anchor: str) -> ET.Element:
     table = ET.Element("table", {"class": "checks"})
     _head_row(table, ["status", "check", "time", "message"], numeric=["time"])
-    for result in run.results:
+    for result in results:
         tr = ET.SubElement(table, "tr", {"class": result.status.value})
         _badge(ET.SubElement(tr, "td"), result.status.value)
         cell = ET.SubElement(tr, "td")
@@ -181,20 +207,24 @@ def _checks_table(run: RunReport, anchor: str) -> ET.Element:
             cell = ET.SubElement(cell, "a", href=f"#{_result_anchor(anchor, result)}")
         _element(cell, "code", label(result))
         _element(tr, "td", f"{result.seconds:.2f} s", cls="num")
-        message = result.message
-        if len(message) > MESSAGE_LIMIT:
-            message = message[: MESSAGE_LIMIT - 1] + "…"
-        _element(tr, "td", message, cls="message")
+        _element(tr, "td", short(result.message, MESSAGE_LIMIT), cls="message")
     return table
 
 
-def _problem(result: CheckResult, anchor: str) -> ET.Element:
-    """A failure or error: the whole message, plots, how to reproduce it, details, traceback."""
+def _problem(run: RunReport, result: CheckResult, anchor: str) -> ET.Element:
+    """A failure or error: the whole message, where in the layer's code, plots, how to reproduce
+    it, the traceback, and the check's internals folded."""
     article = ET.Element("article", {"class": f"problem {result.status.value}", "id": anchor})
     h4 = ET.SubElement(article, "h4")
     _badge(h4, result.status.value)
     _element(h4, "code", label(result))
     _element(article, "pre", result.message, cls="message")
+    where = result_location(run, result)
+    if where is not None and where.get("file"):
+        p = _element(article, "p", "Where: ", cls="where")
+        _element(p, "code", location_text(where))
+        if where.get("name"):
+            _tail(p, f" ({where['name']})")
     if result.status is Status.FAILED:
         figures = gradient_figures(result.details)
         if figures:
@@ -206,17 +236,17 @@ def _problem(result: CheckResult, anchor: str) -> ET.Element:
                 _element(caption, "b", figure.title)
                 _tail(caption, f". {figure.caption}")
     if "reproduce" in result.details:
-        p = _element(article, "p", "Reproduce: ")
+        p = _element(article, "p", "Reproduce: ", cls="reproduce")
         _element(p, "code", str(result.details["reproduce"]))
-    rest = {k: v for k, v in result.details.items() if k not in _APART}
-    if rest:
-        folded = ET.SubElement(article, "details", open="open")
-        _element(folded, "summary", "details")
-        wide = ET.SubElement(folded, "div", {"class": "wide"})
-        wide.append(_mapping(rest))
     if "traceback" in result.details:
         _element(article, "p", "Traceback:", cls="muted")
         _element(article, "pre", str(result.details["traceback"]), cls="traceback")
+    rest = {k: v for k, v in result.details.items() if k not in _APART}
+    if rest:  # what the check measured: for whoever digs, not the first thing to read
+        folded = ET.SubElement(article, "details", {"class": "internals"})
+        _element(folded, "summary", "internals: what the check measured")
+        wide = ET.SubElement(folded, "div", {"class": "wide"})
+        wide.append(_mapping(rest))
     return article
 
 

@@ -1,17 +1,22 @@
 """The Markdown report (SPEC section 8): a summary fit for a pull-request comment.
 
 A headline with the overall verdict and the MATLAB-style summary line, then per target a
-table of its checks, failures and errors first, with their messages. Targets that passed
+table of its checks, failures and errors first, with the first line of their messages (each
+long one whole in a ``<details>`` block below the table). Targets that passed
 keep their table folded (``<details>``) so a long comment stays readable; the commands that
 reproduce each failure, and the notes of its checks, follow its table.
 """
 
 from __future__ import annotations
 
+import re
+
 from layercheck.reporting.details import (
     counts_text,
+    input_text,
     label,
     labelled_notes,
+    short,
     summary_line,
 )
 from layercheck.reporting.registry import reporter
@@ -22,8 +27,9 @@ ICONS = {Status.PASSED: "✅", Status.FAILED: "❌", Status.ERROR: "⚠️", Sta
 # Failures first: they are what the reader of a PR comment came for.
 _ORDER = {Status.FAILED: 0, Status.ERROR: 1, Status.SKIPPED: 2, Status.PASSED: 3}
 
-MESSAGE_LIMIT = 400
-"""Characters of a message shown in a table cell; the JSON and JUnit reports keep it whole."""
+SHORT = 160
+"""Characters of a message shown in a table cell; a longer one is cut there at a word, and given
+whole in a ``<details>`` block under the table."""
 
 
 @reporter("markdown", title="a summary for a pull-request comment", suffix=".md")
@@ -50,25 +56,31 @@ def render(report: Report) -> str:
 def _run_section(run: RunReport) -> list[str]:
     lines = [f"### {ICONS[run.status]} `{_code(run.target)}`: {run.status.value}", ""]
     if run.error is not None:
-        return [*lines, f"The layer could not be checked: {_cell(run.error, limit=None)}", ""]
+        return [*lines, f"The layer could not be checked: {_cell(run.error)}", ""]
     notes = labelled_notes(run.results)
     facts = [counts_text(run.summary, notes=len(notes), nonzero=True)]
-    facts.append("inputs " + ", ".join(f"`{','.join(map(str, i['size']))}:{i['format']}`" for i in run.inputs))
+    facts.append("inputs " + ", ".join(f"`{_code(input_text(i))}`" for i in run.inputs))
     if run.custom_backward:
         facts.append("hand-written backward")
     facts.append(f"seed {run.seed}")
     facts.append(f"{run.seconds:.2f} s")
     lines += [" · ".join(f for f in facts if f), ""]
-    table = _table(sorted(run.results, key=lambda r: _ORDER[r.status]))
-    if run.status is Status.PASSED:
-        lines += [f"<details><summary>the {len(run.results)} checks</summary>", "", *table, "", "</details>", ""]
-    else:
-        lines += [*table, ""]
-        reproduce = [(label(r), r.details["reproduce"]) for r in run.results if "reproduce" in r.details]
+    ordered = sorted(run.results, key=lambda r: _ORDER[r.status])
+    # A layer that passed: every check folded. One that did not: the checks that did not pass,
+    # how to reproduce its failures, then the checks that passed, folded.
+    shown = [r for r in ordered if r.status is not Status.PASSED] if run.status is not Status.PASSED else []
+    folded = ordered[len(shown):]
+    if shown:
+        lines += [*_table(shown), "", *_whole_messages(shown)]
+        reproduce = [(label(r), r.details["reproduce"]) for r in shown if "reproduce" in r.details]
         if reproduce:
             lines += ["Reproduce:", "", "```sh", *(f"{cmd}  # {name}" for name, cmd in reproduce), "```", ""]
+    if folded:
+        what = f"the {len(folded)} checks" if not shown else f"the {len(folded)} that passed"
+        lines += [f"<details><summary>{what}</summary>", "", *_table(folded), "", *_whole_messages(folded),
+                  "</details>", ""]
     if notes:  # outside the fold: they are there to be read
-        lines += ["Notes:", "", *(f"- `{_code(name)}`: {_cell(note, limit=None)}" for name, note in notes), ""]
+        lines += ["Notes:", "", *(f"- `{_code(name)}`: {_cell(note)}" for name, note in notes), ""]
     return lines
 
 
@@ -76,15 +88,33 @@ def _table(results: list[CheckResult]) -> list[str]:
     rows = ["| status | check | time | message |", "|---|---|---:|---|"]
     for r in results:
         rows.append(f"| {ICONS[r.status]} {r.status.value} | `{_code(label(r))}` | {r.seconds:.2f} s "
-                    f"| {_cell(r.message)} |")
+                    f"| {_cell(short(r.message, SHORT))} |")
     return rows
 
 
-def _cell(text: str, *, limit: int | None = MESSAGE_LIMIT) -> str:
+def _whole_messages(results: list[CheckResult]) -> list[str]:
+    """A folded block per message the table cut, holding the whole of it."""
+    lines: list[str] = []
+    for r in results:
+        if short(r.message, SHORT) != r.message:
+            summary = f"{ICONS[r.status]} <code>{_html(label(r))}</code>: the whole message"
+            lines += [f"<details><summary>{summary}</summary>", "", _paragraph(r.message), "", "</details>", ""]
+    return lines
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _paragraph(text: str) -> str:
+    """Text as one Markdown paragraph, shown as written: raw HTML and emphasis escaped, line breaks kept."""
+    text = re.sub(r"([\\`*_\[\]#~])", r"\\\1", _html(text.strip()))
+    return text.replace("\r\n", "\n").replace("\n", "<br>\n")
+
+
+def _cell(text: str) -> str:
     """Text safe inside a Markdown table cell: no pipes, newlines or raw HTML."""
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _html(text)
     return text.replace("|", "\\|").replace("\r\n", "\n").replace("\n", "<br>")
 
 

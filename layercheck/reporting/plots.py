@@ -5,8 +5,10 @@ details: ``directions``, a list of :meth:`~layercheck.numerics.Comparison.to_dic
 under ``wrong`` one :meth:`~layercheck.numerics.Finding.to_dict` per wrong tensor, whose
 ``elements`` are the elements differenced one by one. Two plots read them:
 
-- numeric (x) against analytic (y) directional derivative, with the line y = x: a correct
-  backward puts every point on it;
+- the relative error of each random direction's directional derivative (analytic against
+  finite differences) on a logarithmic scale, with the tolerance as a line: a correct backward
+  keeps every point below it, and a 5 % error stands decades above it (on a plot of analytic
+  against numeric it would sit on the diagonal);
 - the error (analytic - numeric) of each element against the element's input value (or its
   position when the value is not given), so that "wrong for x > 2.5" shows at a glance.
 
@@ -76,36 +78,47 @@ def _verdicts(details: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, An
 
 
 def directions_figure(title: str, verdict: Mapping[str, Any]) -> Figure | None:
+    """The relative error of each direction against the tolerance, on a log scale."""
     tolerance = _number(verdict.get("tolerance"))
-    points = []
+    rows = []
     for i, d in enumerate(verdict.get("directions") or ()):
         if not isinstance(d, Mapping):
             continue
         analytic, numeric = _number(d.get("analytic")), _number(d.get("numeric"))
         error = _number(d.get("relative_error"))
-        if analytic is None or numeric is None:
-            continue
-        bad = error is not None and tolerance is not None and error > tolerance
-        tip = (f"direction {i + 1}: analytic {analytic:.6g}, numeric {numeric:.6g}"
-               + (f", relative error {error:.3g}" if error is not None else "")
-               + (" (a kink lies within the step)" if d.get("kink_crossed") else ""))
-        points.append(Point(numeric, analytic, bad, tip, hollow=bool(d.get("kink_crossed"))))
-    if not points:
+        if error is not None and error >= 0:
+            rows.append((i, analytic, numeric, error, bool(d.get("kink_crossed"))))
+    if not rows:
         return None
-    low, high = _span([p.x for p in points] + [p.y for p in points])
-    svg = _canvas(f"{title}: analytic against numeric directional derivatives", "directions")
-    x, y = _Axis(low, high, LEFT, WIDTH - RIGHT), _Axis(low, high, HEIGHT - BOTTOM, TOP)
-    _frame(svg, x, y, "numeric (finite differences)", "analytic (backward)")
-    _line(svg, x.px(low), y.px(low), x.px(high), y.px(high))
-    # The legend sits in the corner farthest from the diagonal.
-    _line(svg, x.start + 8, y.end + 14, x.start + 30, y.end + 14)
-    _text(svg, x.start + 35, y.end + 18, "y = x: agreement", anchor="start", fill=INK)
+    positive = [e for _, _, _, e, _ in rows if e > 0] + ([tolerance] if tolerance else [])
+    low = math.floor(math.log10(min(positive))) - 1 if positive else -17.0
+    high = max(math.ceil(math.log10(max(positive)) + 0.2), low + 2) if positive else low + 2
+    points = []
+    for position, (i, analytic, numeric, error, kink) in enumerate(rows):
+        bad = tolerance is not None and error > tolerance
+        tip = (f"direction {i + 1}: relative error {error:.3g}"
+               + (f" ({'above' if bad else 'within'} the tolerance {tolerance:.3g})" if tolerance is not None else "")
+               + (f", analytic {analytic:.6g}, numeric {numeric:.6g}" if analytic is not None and numeric is not None
+                  else "")
+               + (" (a kink lies within the step)" if kink else ""))
+        # an error of exactly 0 sits on the bottom edge
+        points.append(Point(float(position), math.log10(error) if error > 0 else low, bad, tip, hollow=kink))
+    svg = _canvas(f"{title}: relative error of each direction", "directions")
+    x = _Axis(-0.5, len(points) - 0.5, LEFT, WIDTH - RIGHT)
+    y = _Axis(low, high, HEIGHT - BOTTOM, TOP)
+    _frame(svg, x, y, "random direction", "relative error (log scale)",
+           x_ticks=[str(i + 1) for i, *_ in rows], y_log=True)
+    if tolerance:
+        level = y.px(math.log10(tolerance))
+        _line(svg, x.start, level, x.end, level, stroke=BAD)
+        _text(svg, x.end - 4, level - 5, f"tolerance {tolerance:.3g}", anchor="end", fill=BAD)
     _points(svg, points, x, y)
-    limit = f"relative error above the tolerance {tolerance:.3g}" if tolerance is not None else "a disagreement"
-    caption = (f"Directional derivatives of {title}: one point per random direction. On the dashed line "
-               f"y = x the backward agrees with finite differences; red points show {limit}"
+    caption = (f"Each random direction's derivative of {title}, the backward's (analytic) against finite "
+               "differences (numeric): their difference relative to the gradient's size, on a log scale. "
+               + ("Points above the red line exceed the tolerance (red: wrong); a correct backward keeps every "
+                  "point below it" if tolerance else "A correct backward keeps every point near the bottom")
                + ("; hollow ones had a kink within the step." if any(p.hollow for p in points) else "."))
-    return Figure(f"Directions: {title}", caption, svg, len(points))
+    return Figure(f"Errors per direction: {title}", caption, svg, len(points))
 
 
 def elements_figure(title: str, finding: Mapping[str, Any]) -> Figure | None:
@@ -178,8 +191,9 @@ def _canvas(title: str, kind: str) -> ET.Element:
 
 
 def _frame(svg: ET.Element, x: _Axis, y: _Axis, x_title: str, y_title: str, *,
-           x_ticks: Sequence[str] | None = None) -> None:
-    """Grid, ticks and axis titles; ``x_ticks`` labels the positions 0, 1, ... instead of numbers."""
+           x_ticks: Sequence[str] | None = None, y_log: bool = False) -> None:
+    """Grid, ticks and axis titles; ``x_ticks`` labels the positions 0, 1, ... instead of numbers
+    (turned when they are long); with ``y_log`` the y values are powers of ten."""
     if x_ticks is None:
         for value in _ticks(x.low, x.high):
             _line(svg, x.px(value), y.start, x.px(value), y.end, stroke=GRID, dash=False)
@@ -188,11 +202,19 @@ def _frame(svg: ET.Element, x: _Axis, y: _Axis, x_title: str, y_title: str, *,
         for i, name in enumerate(x_ticks):
             px = x.px(float(i))
             _line(svg, px, y.start, px, y.end, stroke=GRID, dash=False)
-            label = _text(svg, px, y.start + 12, name, anchor="end")
-            label.set("transform", f"rotate(-35 {px} {y.start + 12})")
-    for value in _ticks(y.low, y.high):
+            if max(len(tick) for tick in x_ticks) <= 3:
+                _text(svg, px, y.start + 15, name, anchor="middle")
+            else:
+                label = _text(svg, px, y.start + 12, name, anchor="end")
+                label.set("transform", f"rotate(-35 {px} {y.start + 12})")
+    if y_log:
+        every = max(1, math.ceil((y.high - y.low) / 7))
+        y_values = [float(v) for v in range(math.ceil(y.low), math.floor(y.high) + 1) if v % every == 0]
+    else:
+        y_values = _ticks(y.low, y.high)
+    for value in y_values:
         _line(svg, x.start, y.px(value), x.end, y.px(value), stroke=GRID, dash=False)
-        _text(svg, x.start - 6, y.px(value) + 4, _tick_text(value), anchor="end")
+        _text(svg, x.start - 6, y.px(value) + 4, f"1e{int(value)}" if y_log else _tick_text(value), anchor="end")
     ET.SubElement(svg, "rect", x=str(x.start), y=str(y.end), width=str(x.end - x.start),
                   height=str(y.start - y.end), fill="none", stroke=INK)
     _text(svg, (x.start + x.end) / 2, HEIGHT - 8, x_title, anchor="middle", fill=INK, size=12)
