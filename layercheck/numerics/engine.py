@@ -200,7 +200,7 @@ FEW_CHUNKS = 8  # an output of fewer elements gives the noise estimate fewer sam
 NOISE_SIGMAS = 6.0
 NOISE_SHARE = 0.1  # of the tolerance that rounding noise may use before the step grows
 EPS64 = torch.finfo(torch.float64).eps
-# Note [float32 islands] in precision.py: a layer that computes part of its float64 path in a
+# Note [float32 islands] in trace.py: a layer that computes part of its float64 path in a
 # lower precision is differenced at a step where every rounding of that precision flips, so
 # that the noise estimate sees them all: eps^(1/3), the central difference's optimum (4.9e-3
 # for float32), capped so that float16 (0.1) does not step across the layer's curvature.
@@ -439,7 +439,7 @@ class FiniteDifferences(Generic[F_co]):
         """``outputs``: the floating outputs at the point, when a forward there has been run
         already (the analytic pass runs the very same call: same state, stream and flags).
         ``precision``: the lowest precision the function computes in (Note [float32 islands]
-        in precision.py)."""
+        in trace.py)."""
         self.fn = fn
         self.precision = precision
         self.cotangents = [w.to(torch.float64) for w in cotangents]
