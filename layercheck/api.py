@@ -43,6 +43,7 @@ def check_layer(
     kwargs: Mapping[str, Any] | None = None,
     call_kwargs: Mapping[str, Any] | None = None,
     name: str | None = None,
+    strict: bool = False,
 ) -> Report:
     """Run the checks on one layer and return the report (``report.render("junit")`` etc.).
 
@@ -57,7 +58,8 @@ def check_layer(
     id, as ``--check``, ``--skip`` and ``--enable`` do; ``tolerance`` overrides per dtype
     (``{"float32": 1e-3}``); ``devices`` are the accelerators the ``device`` check compares
     with the CPU (``--device``), ``on`` the device every check runs the layer on (``--on``:
-    ``"cuda"`` for a layer that only runs on a GPU). Invalid arguments raise ``TypeError`` or a ``UsageError``
+    ``"cuda"`` for a layer that only runs on a GPU); ``strict`` fails a check that applies but
+    could not judge the layer (``--strict``). Invalid arguments raise ``TypeError`` or a ``UsageError``
     (a ``ValueError``) before anything runs; a layer that cannot be constructed gives a
     report whose run has an ``error``.
     """
@@ -66,7 +68,7 @@ def check_layer(
         raise TypeError("checks, only, skip and enable take a sequence of check ids, e.g. checks=['gradients']")
     options = runner.Options(seed=seed, only=tuple(checks) + tuple(only), skip=tuple(skip), enable=tuple(enable),
                              devices=tuple(devices), tolerance=parse_tolerance(dict(tolerance or {}), "tolerance"),
-                             timeout=timeout, on=None if on is None else parse_device(on, "on"))
+                             timeout=timeout, on=None if on is None else parse_device(on, "on"), strict=strict)
     runner.check_devices(options.devices)
     if options.on is not None:
         runner.check_devices([options.on], "on=")

@@ -152,6 +152,7 @@ def run(
     shard: Annotated[str | None, typer.Option("--shard", metavar="K/N", help="Check only the K-th of N shards of the targets (1-based), for CI matrix jobs: the targets sorted by name (spec path or layer reference), shard K takes the K-th, K+N-th, ... of them.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only failures and the summary line.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print whole messages and tracebacks.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Fail a check that applies but could not judge the layer (rounding noise, kinks, a dtype no kernel here supports), not only one that finds it wrong; a check that does not apply (no GPU, no state) is still skipped.")] = False,
 ) -> None:
     """Check layers and exit 0 (all passed or skipped), 1 (a check failed or errored, or a
     layer could not be loaded) or 2 (invalid command line, spec or layout).
@@ -196,6 +197,7 @@ def run(
         timeout=timeout,
         timeout_total=timeout_total or None,
         max_memory=memory.bytes,
+        strict=strict,
     )
     runner.check_devices(options.devices)
     if options.on is not None:

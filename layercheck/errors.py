@@ -62,7 +62,19 @@ class CheckFailed(AssertionError):
 
 
 class CheckSkipped(Exception):
-    """Raised by a check that does not apply; the message is the reason."""
+    """Raised by a check that does not apply, or that cannot judge this layer; the message is
+    the reason.
+
+    By default the check does not apply: no GPU, no state, no custom operator, nothing that
+    takes a gradient. ``applies=True`` says it applies but could not give a verdict (rounding
+    noise swamps the derivative, the point sits on kinks, a dtype no kernel here supports, a
+    cause another check reports): the summary counts such a skip as not judged, and
+    ``--strict`` fails it (Note [no silent pass] in checks/gradients.py).
+    """
+
+    def __init__(self, message: str = "", *, applies: bool = False) -> None:
+        super().__init__(message)
+        self.applies = applies
 
 
 class CheckError(Exception):

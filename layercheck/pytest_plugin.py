@@ -50,6 +50,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="collect every YAML layercheck spec (a mapping with 'layer' and 'inputs') as tests, "
              "not only files matching layercheck_patterns",
     )
+    group.addoption(
+        "--layercheck-strict",
+        action="store_true",
+        default=False,
+        help="fail a layercheck check that applies but could not judge the layer (layercheck run --strict)",
+    )
     parser.addini(
         "layercheck_patterns",
         type="args",
@@ -119,7 +125,7 @@ class SpecFile(pytest.File):
         assert self.spec is not None
         if self.load_error is not None:
             return  # its LoadItem reports it
-        options = runner.Options()
+        options = runner.Options(strict=self.config.getoption("layercheck_strict"))
         try:
             target = runner.make_target(self.spec, options)
         except LoadError as exc:

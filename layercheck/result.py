@@ -34,6 +34,12 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130
 
 
+# CheckResult.skip: why a check was skipped, in one word
+NOT_APPLICABLE = "not_applicable"
+NOT_JUDGED = "not_judged"
+BLOCKED = "blocked"
+
+
 def label(check_id: str, variant: str) -> str:
     """``check[variant]``, or ``check`` for a check without variants: how reports name a result."""
     return f"{check_id}[{variant}]" if variant else check_id
@@ -48,7 +54,10 @@ class CheckResult:
     ``peak_memory``: the most memory the check used beyond what its process held when it
     began, in bytes (the growth of the resident set, plus an accelerator's allocated memory
     when it used one; memory the process kept from an earlier check and reused does not
-    count); None where it was not measured.
+    count); None where it was not measured. ``skip``: for a skipped result, why in one word:
+    ``"not_applicable"`` (the check does not apply to this layer), ``"not_judged"`` (it applies
+    but could not judge it: ``--strict`` fails such a check) or ``"blocked"`` (a check it needs
+    failed); None otherwise.
     """
 
     check: str
@@ -59,6 +68,7 @@ class CheckResult:
     details: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     peak_memory: int | None = None
+    skip: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +77,7 @@ class CheckResult:
             "status": self.status.value,
             "seconds": round(self.seconds, 6),
             "peak_memory": self.peak_memory,
+            "skip": self.skip,
             "message": self.message,
             "notes": list(self.notes),
             "details": self.details,
@@ -83,6 +94,7 @@ class CheckResult:
             details=dict(data.get("details") or {}),
             notes=tuple(data.get("notes") or ()),
             peak_memory=None if data.get("peak_memory") is None else int(data["peak_memory"]),
+            skip=data.get("skip"),
         )
 
 

@@ -44,7 +44,7 @@ from layercheck.invocation import Invocation
 from layercheck.limits import DEFAULT_TIMEOUT
 from layercheck.loading import resolve
 from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select, selector
-from layercheck.result import CheckResult, Report, RunReport, Status, label
+from layercheck.result import BLOCKED, NOT_APPLICABLE, NOT_JUDGED, CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
 from layercheck.subject import Outputs, Target, accelerators, backpropagate, full_float32
 
@@ -69,6 +69,7 @@ class Options:
     timeout: float = DEFAULT_TIMEOUT
     timeout_total: float | None = None  # the whole run's limit (--timeout-total)
     max_memory: int | None = None  # bytes a worker process may allocate beyond its start (--max-memory)
+    strict: bool = False  # a check that applies but could not judge the layer fails (--strict)
     contained: bool = False  # set in a worker process: prints are captured, a KeyboardInterrupt is the layer's
 
 
@@ -322,14 +323,14 @@ class TargetRun:
         """Run one check (or skip it when a prerequisite blocks it) and remember its outcome."""
         if self.progress is not None:
             self.progress(self.target.name, label(info.id, variant), len(self.results), self._total)
-        reason = self._gate(info)
+        reason, kind = self._gate(info)
         if reason is not None:
             root = next((req for req in info.requires if req in self.blocked), None)
             if root is not None:  # skipped for a root cause: its dependents are skipped naming it too
                 cause = self.blocked[root]
                 self.blocked.setdefault(info.id, cause if cause.startswith("was skipped") else
                                         f"was skipped because {root} {cause}")
-            result = CheckResult(info.id, variant, Status.SKIPPED, 0.0, reason)
+            result = CheckResult(info.id, variant, Status.SKIPPED, 0.0, reason, skip=kind)
         else:
             sample = self.sampled(info) if self._on_sample(info) else None
             target, shared, readers = ((sample.target, sample.shared, sample.readers) if sample is not None
@@ -389,14 +390,15 @@ class TargetRun:
         """Switch off the checks that need ``check_id``, which ended in ``result``."""
         self.blocked.setdefault(check_id, "ended in an error" if result.status is Status.ERROR else "failed")
 
-    def _gate(self, info: CheckInfo) -> str | None:
-        """Why this check is skipped without running, or None."""
+    def _gate(self, info: CheckInfo) -> tuple[str | None, str]:
+        """Why this check is skipped without running (or None), and the kind of that skip
+        (CheckResult.skip)."""
         if self.setup_failure is not None and info.needs_subject:
-            return self.setup_failure
+            return self.setup_failure, BLOCKED
         for req in info.requires:
             if req in self.blocked:
-                return f"needs {req}, which {self.blocked[req]}"
-        return info.skip_reason(self.target)
+                return f"needs {req}, which {self.blocked[req]}", BLOCKED
+        return info.skip_reason(self.target), NOT_APPLICABLE
 
 
 @dataclass
@@ -485,19 +487,23 @@ def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None,
     # float64 and with the CPU, where TF32's 10-bit mantissa looks like a bug
     precision = full_float32() if ctx.target.home.type == "cuda" else contextlib.nullcontext()
     with limits.measure_peak() as peak, contained(capture=options.contained) as effects, precision:
-        status, message, details, blocking = _outcome(info, ctx, timeout=timeout, options=options)
+        status, message, details, blocking, skip = _outcome(info, ctx, timeout=timeout, options=options)
     message, details = effects.annotate(message, details)
+    if skip == NOT_JUDGED and options.strict:  # Note [no silent pass] in checks/gradients.py
+        status, skip = Status.FAILED, None
+        message = f"not judged, which --strict fails: {message}"
     if status in (Status.FAILED, Status.ERROR):
         details.setdefault("reproduce", ctx.reproduce)
     return (CheckResult(info.id, ctx.variant, status, time.perf_counter() - start, message, details,
-                        tuple(ctx.notes), peak.total), blocking)
+                        tuple(ctx.notes), peak.total, skip=skip), blocking)
 
 
 def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
-             options: Options) -> tuple[Status, str, dict[str, Any], bool]:
-    """Status, message, details and blocking flag of one call of a check."""
+             options: Options) -> tuple[Status, str, dict[str, Any], bool, str | None]:
+    """Status, message, details, blocking flag and skip kind of one call of a check."""
     details: dict[str, Any] = {}
     blocking = False
+    skip = None
     caught: BaseException | None = None
     try:
         with _time_limit(timeout):
@@ -510,7 +516,7 @@ def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
     except CheckFailed as exc:
         status, message, details, blocking, caught = Status.FAILED, exc.message, dict(exc.details), exc.blocking, exc
     except CheckSkipped as exc:
-        status, message = Status.SKIPPED, str(exc)
+        status, message, skip = Status.SKIPPED, str(exc), NOT_JUDGED if exc.applies else NOT_APPLICABLE
     except LayerRaised as exc:
         failure = layer_failure(exc, blocking=True)  # its message and details, with a hint where one applies
         status, message, blocking, caught = Status.FAILED, failure.message, True, exc
@@ -539,7 +545,7 @@ def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
     if oom is not None:
         status, blocking = Status.ERROR, True
         message = _out_of_memory_message(oom, label(info.id, ctx.variant), options)
-    return status, message, details, blocking
+    return status, message, details, blocking, skip
 
 
 def _ended(exc: BaseException) -> str:

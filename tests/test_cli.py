@@ -51,8 +51,8 @@ def test_json_report_matches_the_schema(tmp_path: Path) -> None:
     assert run["target"] == "layers/prelu.py" and run["kind"] == "module" and run["status"] == "passed"
     assert run["inputs"] == [{"size": [4, 3, 5, 2], "format": "SSCB"}]
     assert [r["check"] for r in run["results"]] == ["signatures", "predict_runs"]
-    assert set(run["results"][0]) == {"check", "variant", "status", "seconds", "peak_memory", "message", "notes",
-                                      "details"}
+    assert set(run["results"][0]) == {"check", "variant", "status", "seconds", "peak_memory", "skip", "message",
+                                      "notes", "details"}
     assert data["summary"]["passed"] == run["summary"]["passed"] == 2
     peaks = [r["peak_memory"] for r in run["results"]]
     assert all(isinstance(peak, int) and peak >= 0 for peak in peaks), peaks  # bytes, measured on Linux

@@ -430,7 +430,7 @@ def _repeatable(subject: Subject, outputs: list[torch.Tensor], cotangents: list[
             raised = exc.message.removeprefix("in backward, ")
             raise CheckSkipped(f"a second backward over the same graph raises ({raised}): backward_pure reports it, "
                                "and comparing gradients for several grad_outputs needs several backward "
-                               "passes") from exc
+                               "passes", applies=True) from exc
         raise
 
 

@@ -86,7 +86,7 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
                     # (nearly every one) never pays for the second predict of the batch
                     if predict_is_random(ctx):
                         raise CheckSkipped("predict draws random numbers, so observations cannot be compared"
-                                           + ctx.reported_by("deterministic")) from None
+                                           + ctx.reported_by("deterministic"), applies=True) from None
                     raise
     assert found is not None
     compared = [j for j, d in enumerate(found) if d is not None]

@@ -309,7 +309,7 @@ def _skip_if_environment(exc: BaseException) -> None:
         text = f"{type(link).__name__}: {link}"
         if "InvalidCxxCompiler" in text or "C++ compiler" in text or "No working C++" in text:
             raise CheckSkipped(f"torch.compile's default backend (inductor) needs a working C++ compiler on the "
-                               f"CPU: {_condense(link)}") from exc
+                               f"CPU: {_condense(link)}", applies=True) from exc
 
 
 def _raise_if_not_importable(exc: BaseException) -> None:

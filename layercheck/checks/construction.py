@@ -78,7 +78,7 @@ def factory_kwargs(ctx: Context) -> str:
     """
     if ctx.target.instance is not None:
         raise CheckSkipped("an instance was given: layercheck cannot construct another with device= and dtype= "
-                           "(pass the class and its constructor arguments)")
+                           "(pass the class and its constructor arguments)", applies=True)
     accepted = [(key, value) for key, value in _FACTORY if _accepts(ctx.target.cls, key) is not False]
     if not accepted:
         raise CheckSkipped(f"the constructor of {ctx.target.cls.__name__} accepts neither device= nor dtype=")

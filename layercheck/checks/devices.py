@@ -94,13 +94,14 @@ def _chosen_devices(ctx: Context) -> list[torch.device]:
         try:
             requested.append(torch.device(text))
         except RuntimeError as exc:
-            raise CheckSkipped(f"--device {text!r} is not a device torch knows: {exc}") from None
+            raise CheckSkipped(f"--device {text!r} is not a device torch knows: {exc}", applies=True) from None
     if not ctx.variant:
         if not requested:
             raise CheckSkipped("no CUDA or MPS device")
         missing = [str(r) for r in requested if not _usable(r)]
         if missing:
-            raise CheckSkipped(f"--device {' '.join(missing)}: not available here (accelerators present: none)")
+            raise CheckSkipped(f"--device {' '.join(missing)}: not available here (accelerators present: none)",
+                               applies=True)
         return requested
     mine = torch.device(ctx.variant)
     if requested and not any(_same_device(r, mine) for r in requested):
@@ -191,7 +192,8 @@ def meta_device(ctx: Context) -> str:
     try:
         subject = ctx.fresh(device="meta")
     except Exception as exc:  # e.g. a custom _apply that cannot handle meta
-        raise CheckSkipped(f"the layer cannot be moved to the meta device: {type(exc).__name__}: {exc}") from exc
+        raise CheckSkipped(f"the layer cannot be moved to the meta device: {type(exc).__name__}: {exc}",
+                           applies=True) from exc
     try:
         predicted = predict_run(subject)
         forwarded = forward_run(ctx, ctx.fresh(device="meta"))
@@ -200,7 +202,7 @@ def meta_device(ctx: Context) -> str:
             raise layer_failure(exc, "on the meta device", hint=": a tensor the layer uses is pinned to the CPU "
                                 "(created without device=, or a plain tensor attribute)") from exc
         raise CheckSkipped(f"the layer cannot run on the meta device, which has no values ({exc}); "
-                           "tensors pinned to the CPU were not looked for") from exc
+                           "tensors pinned to the CPU were not looked for", applies=True) from exc
     grads = _assert_runs_on(torch.device("meta"), predicted, forwarded)
     count = len(predicted.outputs) + len(forwarded.outputs) + len(grads)
     return f"predict, forward and backward run on meta; {count} output and gradient tensor(s) stay there"

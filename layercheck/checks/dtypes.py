@@ -90,7 +90,8 @@ def _run(ctx: Context, want: torch.dtype, *, predict: bool) -> Run:
         if want in (torch.float16, torch.bfloat16) and _unsupported_on_cpu(exc.exc):
             raise CheckSkipped(
                 f"{name} is not supported on the CPU by an operation the layer uses ({exc}); "
-                f"run this variant where {name} kernels exist (e.g. a GPU)"
+                f"run this variant where {name} kernels exist (e.g. a GPU)",
+                applies=True,
             ) from exc
         raise layer_failure(exc, f"with {name} inputs and layer") from exc
 

@@ -47,7 +47,9 @@ from layercheck.sdk import (
     identical,
     largest,
     layer_failure,
+    layer_is_float32,
     mismatch,
+    nonfinite,
     ratio,
     shared_nonfinite_zeroed,
     user_frame,
@@ -342,6 +344,9 @@ class Reference:
     surrogate_only: list[str] = field(default_factory=list)
     layer_grads: list[torch.Tensor | None] | None = None  # then: the gradients with the surrogates, as trained
     beside: bool = False  # Note [beside the kinks]: taken with the layer's parameters moved off the point
+    # Note [no silent pass]: what is not finite in the float64 run where the float32 run is finite
+    # (then float64_failure says so too, and the reference is float32)
+    float64_defect: str | None = None
     _diagnosis: tuple[list[Finding], list[str], list[str]] | None = field(default=None, repr=False)
 
     def reset_diagnosis(self) -> None:
@@ -380,13 +385,55 @@ def float64_reference(ctx: Context) -> Reference:
             analytic = float64_run(ctx)
             fn, run = analytic.fn, analytic.check_ran()
         except LayerRaised as exc:  # float32 ran (backward_runs): judge the float32 gradient directly
-            return _float32_reference(ctx, exc)
+            return _float32_reference(ctx, _raised(exc))
         if not run.outputs:
             raise CheckSkipped("the layer returns no floating output: there is nothing to differentiate")
+        defect = _nonfinite_problem(run, fn.names, "float64")
+        if defect is not None and _float32_run_finite(ctx):  # Note [no silent pass]
+            ref = _float32_reference(ctx, f"{defect} where the float32 run's are finite")
+            ref.float64_defect = defect
+            return ref
         _skip_unless_finite(ctx, run, "float64")
         return _judged(ctx, fn, run, traced=analytic.trace)
 
     return ctx.shared("layercheck.gradients.float64", build, readers=_READERS)
+
+
+# Note [no silent pass]
+#     A check at the core of the verdict never ends skipped because of something the layer did.
+#     A layer whose float64 outputs or gradients are not finite (a normalisation kernel whose
+#     float64 weight gradient comes out NaN) cannot be differenced in float64; skipping there
+#     and pointing at the finite check was a silent pass where float32, which finite looks at,
+#     is finite: every check passed or skipped, exit 0. So where the float32 run is finite, the
+#     float64 defect fails gradients[float64], naming the tensor, and the float32 gradients are
+#     judged against float32 finite differences by gradients[float32] (Note [float32 reference]).
+#     Where float32 is not finite either, finite fails and the skip points at it. Every skip
+#     says whether the check does not apply (CheckSkipped's default) or applies and could not
+#     judge (``applies=True``: rounding noise, kinks, a refused dtype, a cause reported
+#     elsewhere); the summary counts the latter, and --strict fails them.
+
+
+def _nonfinite_problem(run: Backprop, names: Sequence[str], dtype: str) -> str | None:
+    """What is not finite in a run's outputs or gradients, naming the first such tensor, or None."""
+    for i, y in enumerate(run.outputs):
+        if not y.is_meta and not all_finite(y):  # meta: found finite before, values let go
+            return f"{dtype} output {i} has {nonfinite(y)}"
+    for name, g in zip(names, run.grads):
+        if g is not None and not all_finite(g):
+            return f"the {dtype} gradient of {name} has {nonfinite(g)}"
+    return None
+
+
+def _float32_run_finite(ctx: Context) -> bool:
+    """Whether the run the finite check looks at (the float32 one, for a float32 layer) has
+    finite outputs and gradients: then a non-finite float64 run is nobody else's finding."""
+    if not layer_is_float32(ctx):
+        return False
+    try:
+        run = float32_run(ctx).check_ran()
+    except LayerRaised:
+        return False
+    return _nonfinite_problem(run, float32_run(ctx).fn.names, "float32") is None
 
 
 # Note [beside the kinks]
@@ -422,7 +469,7 @@ def gradient_reference(ctx: Context) -> Reference:
             if isinstance(beside, Reference):
                 return beside
             return CheckSkipped(f"{exc}; nor could they beside it, with the layer's floating parameters moved by "
-                                f"{KINK_NUDGE:g} of their size" + (f" ({beside})" if beside else ""))
+                                f"{KINK_NUDGE:g} of their size" + (f" ({beside})" if beside else ""), applies=True)
 
     found = ctx.shared("layercheck.gradients.reference", build, readers=("gradients",))
     if isinstance(found, CheckSkipped):
@@ -538,16 +585,21 @@ def _beside_text(ref: Reference) -> str:
 FLOAT32_REFERENCE_TOLERANCE = 1e-3
 
 
-def _float32_reference(ctx: Context, failure: LayerRaised) -> Reference:
+def _float32_reference(ctx: Context, cause: str) -> Reference:
+    """The float32 reference of a layer that cannot run in float64, for ``cause``."""
     analytic = float32_run(ctx)
     fn, run = analytic.fn, analytic.check_ran()
     if not run.outputs:
         raise CheckSkipped("the layer returns no floating output: there is nothing to differentiate")
     _skip_unless_finite(ctx, run, "float32")
+    return _judged(ctx, fn, run, precision=torch.float32, float64_failure=cause)
+
+
+def _raised(failure: LayerRaised) -> str:
+    """What the layer raised, and where in its code."""
     where = user_frame(failure.exc)
     cause = f"{failure.phase} raised {type(failure.exc).__name__}: {str(failure.exc).splitlines()[0]}"
-    cause += f" at {where}" if where else ""
-    return _judged(ctx, fn, run, precision=torch.float32, float64_failure=cause)
+    return cause + (f" at {where}" if where else "")
 
 
 def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.dtype | None = None,
@@ -588,7 +640,7 @@ def _judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.
                 raise CheckSkipped(
                     f"the layer fake-quantises ({', '.join(traced.quantizers)}): its output is piecewise constant in "
                     "what it quantises and its gradient there a straight-through estimate by definition, which "
-                    f"finite differences cannot judge ({exc})") from exc
+                    f"finite differences cannot judge ({exc})", applies=True) from exc
             if found is None:
                 raise
             return found
@@ -1061,7 +1113,7 @@ def _not_finite(ctx: Context, problem: str, *, skipped: str, failed: str = "",
     never point at a check that did not run)."""
     for reporter in reporters:
         if reporter != f"{ctx.info.id}:{ctx.variant}" and ctx.planned(reporter):
-            raise CheckSkipped(f"{problem}{skipped} ({reporter} reports it)")
+            raise CheckSkipped(f"{problem}{skipped} ({reporter} reports it)", applies=True)
     raise CheckFailed(f"{problem} (the finite check, which did not run, names where){failed}", **details)
 
 
@@ -1073,7 +1125,7 @@ def skip_if_not_differentiable() -> Iterator[None]:
     try:
         yield
     except (NotDifferentiable, TooNoisy) as exc:
-        raise CheckSkipped(str(exc)) from exc
+        raise CheckSkipped(str(exc), applies=True) from exc
 
 
 # -- the checks --------------------------------------------------------------------------------
@@ -1229,8 +1281,15 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
         raise CheckSkipped("the layer has no floating input and no learnable parameter: nothing takes a gradient")
     if len(ref.fd.excluded) == len(ref.fd.fn.names):
         raise CheckSkipped(f"{_count_names(ref.fd.fn.names)} receive(s) no gradient at all (backward_runs says why): "
-                           "there is no gradient to compare")
-    if ref.float64_failure is not None and dtype is not torch.float64 and ctx.planned("gradients:float64"):
+                           "there is no gradient to compare", applies=True)
+    if ref.float64_defect is not None and dtype is torch.float64:  # Note [no silent pass]
+        judged = (" (gradients[float32] judges the float32 gradients against float32 finite differences)"
+                  if ctx.planned("gradients:float32") else "")
+        raise CheckFailed(f"{ref.float64_defect} where the float32 run's are finite: the layer breaks in float64 "
+                          f"(a kernel or a backward that mishandles float64?), so no float64 gradient can be "
+                          f"judged{judged}", float64_defect=ref.float64_defect)
+    if (ref.float64_failure is not None and ref.float64_defect is None and dtype is not torch.float64
+            and ctx.planned("gradients:float64")):
         raise CheckSkipped(f"the layer cannot run in float64 ({ref.float64_failure}): gradients[float64] judged its "
                            "float32 gradients against float32 finite differences, and there is no float64 gradient "
                            f"to compare {ctx.variant} with")
@@ -1424,7 +1483,7 @@ def _note_surrogates(ctx: Context, ref: Reference, judged: list[str], details: d
     functions = _cut_names(ref.fd.fn)
     if set(judged) <= set(ref.surrogate_only):
         raise CheckSkipped(f"{ref.surrogate[0].lower()}{ref.surrogate[1:]}; every tensor takes its gradient only "
-                           f"through {functions}, so nothing else is left to judge")
+                           f"through {functions}, so nothing else is left to judge", applies=True)
     ctx.note(f"{ref.surrogate}. With the gradient through {functions} taken as zero, the rest of the layer's "
              "gradients agree")
     if not ref.surrogate_only:
@@ -1494,7 +1553,7 @@ def _judge_without_surrogates(ctx: Context, ref: Reference, surrogates: list[int
     ref.fd.exclude(set(surrogates))
     judged = [name for slot, name in enumerate(names) if slot not in ref.fd.excluded]
     if not judged:
-        raise CheckSkipped(f"{why}; no other tensor takes a gradient")
+        raise CheckSkipped(f"{why}; no other tensor takes a gradient", applies=True)
     with skip_if_not_differentiable():
         ref.verdict = judge(ref.fd, ref.run.grads, ref.verdict.tolerance)
     ref.reset_diagnosis()
@@ -1597,7 +1656,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
         if ctx.planned("gradients:float64"):
             raise CheckSkipped(f"the {name} gradients match the float64 ones (largest relative difference "
                                f"{differences[worst]:.2g}, tolerance {tolerance:g}), which gradients[float64] "
-                               "reports wrong: one cause, reported there")
+                               "reports wrong: one cause, reported there", applies=True)
         raise _disagreement(ref, f"{name} gradients match the float64 ones, which", details, brief=True)
     if forward_is_random(ctx):
         raise CheckSkipped(
@@ -1624,7 +1683,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     if ctx.planned("gradients:float64"):
         raise CheckSkipped(f"the {name} gradients disagree with float64 finite differences too ({own.summary()}), "
                            "and differ from the float64 gradients, which gradients[float64] reports wrong: fix "
-                           "that first")
+                           "that first", applies=True)
     raise _disagreement(ref, f"{name} gradients differ from the float64 ones ({own.summary()}), and both", details)
 
 
@@ -1693,7 +1752,8 @@ def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[t
     except LayerRaised as exc:
         if "not implemented for" in str(exc.exc):
             raise CheckSkipped(f"{dtype_name(dtype)} is not supported on the CPU by an operation the layer uses "
-                               f"({exc}); run this variant where such kernels exist (e.g. a GPU)") from exc
+                               f"({exc}); run this variant where such kernels exist (e.g. a GPU)",
+                               applies=True) from exc
         raise
     upcast = copy.deepcopy(subject.module).to(torch.float64) if subject.module is not None else None
     high_subject = Subject(ctx.target, upcast, dtype=torch.float64)

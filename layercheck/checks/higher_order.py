@@ -97,18 +97,20 @@ def _reference(ctx: Context) -> Reference:
         raise CheckSkipped("the layer has no floating input and no learnable parameter: nothing takes a derivative")
     if ref.float64_failure is not None:
         raise CheckSkipped(f"the layer cannot run in float64 ({ref.float64_failure}): higher derivatives are "
-                           "differenced in float64")
+                           "differenced in float64", applies=True)
     if ref.widened is not None:
         raise CheckSkipped("the float64 first gradients were judged with the layer's lower-precision casts kept in "
-                           f"float64 ({ref.widened}): higher derivatives are not measured against such a reference")
+                           f"float64 ({ref.widened}): higher derivatives are not measured against such a reference",
+                           applies=True)
     if ref.straight_through is not None:
         raise CheckSkipped("the float64 first gradients were judged with the values the layer detaches held "
                            "constant (a straight-through estimator): higher derivatives are not measured against "
-                           "such a reference")
+                           "such a reference", applies=True)
     if not ref.verdict.passed:  # only when the gradient check was skipped on purpose (--skip gradients)
         why = f"the float64 first gradients disagree with finite differences ({ref.verdict.summary()})"
         if ctx.planned("gradients:float64"):
-            raise CheckSkipped(f"{why}, as gradients[float64] reports: higher derivatives are measured against them")
+            raise CheckSkipped(f"{why}, as gradients[float64] reports: higher derivatives are measured against them",
+                               applies=True)
         raise CheckFailed(f"{why}; gradients[float64], which did not run, says which tensor is wrong. Higher "
                           "derivatives are measured against the first ones, so they cannot be judged until then")
     return ref

@@ -276,7 +276,7 @@ def _unsupported_skipped(dtype: torch.dtype, device_type: str) -> Iterator[None]
         if ("Half" in text or "BFloat16" in text) and any(
                 phrase in text.lower() for phrase in ("not implemented", "not supported", "unsupported")):
             raise CheckSkipped(f"an operation the layer uses has no {dtype_name(dtype)} kernel on {device_type} "
-                               f"({exc}); run this variant where it has one") from exc
+                               f"({exc}); run this variant where it has one", applies=True) from exc
         raise
 
 
@@ -427,7 +427,7 @@ def _output_batch_dims(call: Call, params: dict[str, torch.Tensor], inputs: list
         if len(found) != 1:
             raise CheckSkipped(f"output {k} ({tuple(big.shape)}, {tuple(small.shape)} for one observation) has no "
                                "single batch dimension to vmap over (observations reports outputs that mix "
-                               "observations)")
+                               "observations)", applies=True)
         dims.append(found[0])
     return dims
 
