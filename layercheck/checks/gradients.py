@@ -900,23 +900,83 @@ def _second_draw(ctx: Context, beside: bool) -> tuple[Subject, list[torch.Tensor
     """A fresh float64 layer and the second draw of the inputs (Note [second draw]); None for
     large layers."""
     subject = _fresh(ctx, torch.float64, beside)
-    sizes = sum(layout.numel for layout in ctx.layouts) + sum(p.numel() for _, p in subject.parameters())
-    if sizes > SECOND_DRAW_LIMIT:
+    if _elements(ctx, subject) > SECOND_DRAW_LIMIT:
         return None
     first = ctx.target.inputs(torch.float64)
     fresh = ctx.target.inputs(torch.float64, seed=ctx.seed * 1_000_003 + 271_828)
-    return subject, [-x if spec.values.distribution == "normal" and spec.values.mean == 0 and x.is_floating_point()
-                     else other for spec, x, other in zip(ctx.target.specs, first, fresh)]
+    return subject, [-x if _standard_normal(spec) and x.is_floating_point() else other
+                     for spec, x, other in zip(ctx.target.specs, first, fresh)]
+
+
+# Note [tails]
+#     Standard-normal inputs at test sizes stay within about ±3.2, so a backward wrong only at
+#     large magnitudes (a sigmoid's derivative computed from an output clamped to [0.01, 0.99],
+#     wrong beyond 4.6; an exp or a log-sum-exp that loses its shift; a softplus that switches
+#     formula) passed every check, as it passes gradcheck. Where the layer is small
+#     (SECOND_DRAW_LIMIT elements, as for the second draw) and some input is drawn standard
+#     normal (the default; a declared range or distribution, integers and masks are the layer's
+#     domain and stay as drawn), the float64 reference is judged once more on the first draw with
+#     those inputs scaled by TAILS_SCALE: a quarter of their elements then lie beyond 4.6 and the
+#     largest near 13. Where finite differences cannot judge that draw (an output jumps, noise),
+#     the first draw's verdict stands, as for the second draw, and so it does where the values the
+#     layer detaches on purpose are the whole disagreement there (Note [approximate detaches]: a
+#     detached maximum beside an eps moves the derivative more at large magnitudes, by design);
+#     where the layer's outputs are not finite there, a note says at what magnitude (an overflow
+#     a user's activations may reach).
+TAILS_SCALE = 4.0
+
+
+def tails_reference(ctx: Context, *, beside: bool = False) -> Reference | None:
+    """The float64 reference on the first draw with its standard-normal inputs scaled by
+    TAILS_SCALE, for small layers (Note [tails]); None where there is no such draw or it
+    cannot be judged."""
+
+    def build() -> Reference | None:
+        subject = _fresh(ctx, torch.float64, beside)
+        if _elements(ctx, subject) > SECOND_DRAW_LIMIT:
+            return None
+        first = ctx.target.inputs(torch.float64)
+        scaled = [_standard_normal(spec) and x.is_floating_point() for spec, x in zip(ctx.target.specs, first)]
+        if not any(scaled):
+            return None
+        inputs = [x * TAILS_SCALE if scale else x for x, scale in zip(first, scaled)]
+        analytic = _analytic(ctx, subject, inputs)
+        run = analytic.check_ran()
+        problem = _nonfinite_problem(run, analytic.fn.names, "float64")
+        if problem is not None:
+            largest_input = max(float(x.abs().max()) for x, scale in zip(inputs, scaled) if scale)
+            ctx.note(f"on the inputs scaled by {TAILS_SCALE:g} (magnitudes up to {largest_input:.3g}), {problem}: "
+                     "the layer overflows at magnitudes a network's activations may reach")
+            return None
+        return _judged_from(ctx, analytic)
+
+    return ctx.shared(f"layercheck.gradients.float64.tails{'.beside' * beside}", build, readers=_READERS)
+
+
+def _standard_normal(spec: Any) -> bool:
+    """Whether an input is drawn standard normal (the default): symmetric about zero, unbounded."""
+    return bool(spec.values.distribution == "normal" and spec.values.mean == 0)
+
+
+def _elements(ctx: Context, subject: Subject) -> int:
+    """The elements of the layer's inputs and parameters: what a further draw costs to difference."""
+    return sum(layout.numel for layout in ctx.layouts) + sum(p.numel() for _, p in subject.parameters())
 
 
 def _judged_on(ctx: Context, subject: Subject, inputs: list[torch.Tensor]) -> Reference | None:
-    analytic = _analytic(ctx, subject, inputs)
+    return _judged_from(ctx, _analytic(ctx, subject, inputs))
+
+
+def _judged_from(ctx: Context, analytic: Analytic) -> Reference | None:
+    """The reference of a further draw's run, or None where it has nothing to add to the first
+    draw's verdict: no floating output, outputs that are not finite, or differences that cannot
+    judge it (an output jumps there)."""
     run = analytic.check_ran()
     if not run.outputs or any(not all_finite(y) for y in run.outputs):
-        return None  # the first draw is judged; this one has nothing to add
+        return None
     try:
         return _judged(ctx, analytic.fn, run)
-    except CheckSkipped:  # differences cannot judge this draw (an output jumps there): the first one stands
+    except CheckSkipped:
         return None
 
 
@@ -1259,7 +1319,16 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     float64 backward directly; the others compare their backward with the float64 one
     tensor by tensor. Every evaluation restarts from the same state and random stream, so
     dropout, running statistics and recurrent state are a fixed function; kinks (ReLU,
-    abs, clamp, max-pooling) crossed by a step are recognised and not reported.
+    abs, clamp, max-pooling) crossed by a step are recognised and not reported. A small
+    layer (up to 4096 input and parameter elements) is judged on two more draws: its
+    standard-normal inputs mirrored (the other side of every comparison) and scaled by 4
+    (magnitudes up to about 13, where saturation and overflow live).
+
+    It never skips over something the layer did: a float64 run that is not finite where the
+    float32 run is fails, naming the tensor, and the float32 gradients are then judged
+    against float32 finite differences. It is skipped, saying why, only where it does not
+    apply (nothing takes a gradient) or cannot judge (rounding noise swamps the derivative,
+    the point sits on kinks); ``--strict`` fails the latter.
 
     A wrong gradient trains the network wrongly without any error. On failure the message
     names the tensor whose gradient is wrong first, with the shape of the error where it has
@@ -1407,6 +1476,14 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         ctx.note(f"{_writes(written)}: on a second draw of the inputs every step of the finite differences from "
                  "the fresh layer was written over too, which the analytic gradient by design does not see; from "
                  "the state one call on that draw leaves, as training's second step sees it, they agree")
+    tails = tails_reference(ctx, beside=ref.beside) if verdict.passed else None
+    if tails is not None and not tails.verdict.passed and tails.detach_hint is None:
+        details = {**details, "tails": tails.verdict.to_dict()}
+        raise _disagreement(tails, f"on the inputs scaled by {TAILS_SCALE:g}, whose magnitudes reach where the "
+                            "first draw's do not (the first draw's agree: a formula wrong only at large "
+                            "magnitudes, a clamp, an overflow?), float64 analytic gradients", details)
+    if tails is not None:
+        details["tails"] = tails.verdict.to_dict()
     second = second_call_reference(ctx, beside=ref.beside) if verdict.passed else None
     if second is not None and not second.verdict.passed:
         details = {**details, "second_call": second.verdict.to_dict()}
