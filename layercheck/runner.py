@@ -27,6 +27,8 @@ from typing import Any
 import torch
 
 from layercheck import __version__, limits
+from layercheck.accelerators import accelerators, full_float32
+from layercheck.calling import backpropagate
 from layercheck.containment import contained
 from layercheck.context import Context
 from layercheck.errors import (
@@ -46,7 +48,8 @@ from layercheck.loading import resolve
 from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select, selector
 from layercheck.result import BLOCKED, NOT_APPLICABLE, NOT_JUDGED, CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
-from layercheck.subject import Outputs, Target, accelerators, backpropagate, full_float32
+from layercheck.subject import Target
+from layercheck.tensors import Outputs
 
 Progress = Callable[[str, str, int, int], None]
 """Called before each check runs: (target name, "check[variant]", index, total)."""

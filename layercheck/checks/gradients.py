@@ -54,8 +54,9 @@ from layercheck.sdk import (
     shared_nonfinite_zeroed,
     user_frame,
 )
-from layercheck.subject import Mode, Outputs, Subject, backward_nodes
-from layercheck.subject import custom_functions as _custom_functions
+from layercheck.subject import Mode, Subject
+from layercheck.tensors import Outputs, backward_nodes
+from layercheck.tensors import custom_functions as _custom_functions
 
 # needs_input_grad compares a float32 backward with the same backward when more tensors
 # require grad: the same operations, so only a different summation order can separate them
@@ -1114,7 +1115,7 @@ def _held_rows(fn: LayerFunction) -> dict[int, torch.Tensor]:
 #     still moves have every step written over as well (a row moved off the sphere is put back
 #     on it), so they see the gradient of what the write keeps. A write that stops after the
 #     first call is taken for a data-dependent initialisation and made before any check (Note
-#     [data-dependent initialisation] in subject.py), so the first draw of the inputs is judged
+#     [data-dependent initialisation] in building.py), so the first draw of the inputs is judged
 #     past it; but a second draw (Note [second draw]) reads other rows of an embedding, which
 #     its first call renormalises: nn.Embedding(10, 4, max_norm=1.0) failed gradients[float64]
 #     there ("wrong gradient of parameter 'weight'", relative error 0.3-1.6). Where the second

@@ -61,7 +61,7 @@ from layercheck.sdk import (
     Tolerance,
     ratio,
 )
-from layercheck.subject import Outputs
+from layercheck.tensors import Outputs
 
 # Both checks are judged against the gradient check's float64 finite differences, so their
 # prerequisites are the gradient check's and the gradient check itself: a wrong first
