@@ -492,7 +492,7 @@ def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None,
     with limits.measure_peak() as peak, contained(capture=options.contained) as effects, precision:
         status, message, details, blocking, skip = _outcome(info, ctx, timeout=timeout, options=options)
     message, details = effects.annotate(message, details)
-    if skip == NOT_JUDGED and options.strict:  # Note [no silent pass] in checks/gradients.py
+    if skip == NOT_JUDGED and options.strict:  # Note [no silent pass] in numerics/reference.py
         status, skip = Status.FAILED, None
         message = f"not judged, which --strict fails: {message}"
     if status in (Status.FAILED, Status.ERROR):

@@ -153,7 +153,7 @@ Note [kinks at the point]
     timm ResNet-18: 8.29e-9 at 1e-8, 8.29e-10 at 1e-9, 8.29e-11 at 1e-10). No difference can
     judge there (neither one-sided slope is the subgradient torch picks for every element): the
     verdict raises OnKinks, and the gradient check judges the layer beside the point instead
-    (Note [beside the kinks] in checks/gradients.py), or skips saying it is kinks, and where they
+    (Note [beside the kinks] in reference.py), or skips saying it is kinks, and where they
     come from, instead of rounding noise.
 
 Note [domains]
@@ -449,7 +449,7 @@ class FiniteDifferences(Generic[F_co]):
         # all (backward_runs reports them), so that the others are still judged.
         self.excluded: set[int] = set()
         # Elements held at the point in every direction, per slot: an embedding's rows whose gradient
-        # PyTorch leaves out or scales by design (Note [padding rows] in checks/gradients.py)
+        # PyTorch leaves out or scales by design (Note [padding rows] in reference.py)
         self.held: dict[int, torch.Tensor] = {}
         # Note [domains]: the interval each slot must stay in, None where it is unbounded
         self.domains: list[tuple[float, float] | None] = list(getattr(fn, "domains", None) or [None] * len(fn.point))
