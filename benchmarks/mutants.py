@@ -68,7 +68,8 @@ from layercheck.loading import resolve  # noqa: E402
 from layercheck.registry import select  # noqa: E402
 from layercheck.result import Status, label  # noqa: E402
 from layercheck.runner import Options, run_target  # noqa: E402
-from layercheck.subject import Target, tensors_in  # noqa: E402
+from layercheck.subject import Target  # noqa: E402
+from layercheck.tensors import tensors_in  # noqa: E402
 
 MUTATED = ("backward", "vjp")
 BLOCK_MUTATED = ("backward_pass",)  # a reversible block's hand-written backward, an instance method

@@ -69,7 +69,7 @@ class CheckSkipped(Exception):
     takes a gradient. ``applies=True`` says it applies but could not give a verdict (rounding
     noise swamps the derivative, the point sits on kinks, a dtype no kernel here supports, a
     cause another check reports): the summary counts such a skip as not judged, and
-    ``--strict`` fails it (Note [no silent pass] in checks/gradients.py).
+    ``--strict`` fails it (Note [no silent pass] in numerics/reference.py).
     """
 
     def __init__(self, message: str = "", *, applies: bool = False) -> None:

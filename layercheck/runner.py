@@ -27,6 +27,8 @@ from typing import Any
 import torch
 
 from layercheck import __version__, limits
+from layercheck.accelerators import accelerators, full_float32
+from layercheck.calling import backpropagate
 from layercheck.containment import contained
 from layercheck.context import Context
 from layercheck.errors import (
@@ -47,7 +49,8 @@ from layercheck.locations import layer_location
 from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select, selector
 from layercheck.result import BLOCKED, NOT_APPLICABLE, NOT_JUDGED, CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
-from layercheck.subject import Outputs, Target, accelerators, backpropagate, full_float32
+from layercheck.subject import Target
+from layercheck.tensors import Outputs
 
 Progress = Callable[[str, str, int, int], None]
 """Called before each check runs: (target name, "check[variant]", index, total)."""
@@ -498,7 +501,7 @@ def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None,
     with limits.measure_peak() as peak, contained(capture=options.contained) as effects, precision:
         status, message, details, blocking, skip = _outcome(info, ctx, timeout=timeout, options=options)
     message, details = effects.annotate(message, details)
-    if skip == NOT_JUDGED and options.strict:  # Note [no silent pass] in checks/gradients.py
+    if skip == NOT_JUDGED and options.strict:  # Note [no silent pass] in numerics/reference.py
         status, skip = Status.FAILED, None
         message = f"not judged, which --strict fails: {message}"
     if status in (Status.FAILED, Status.ERROR):

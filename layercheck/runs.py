@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from layercheck.calling import backpropagate
 from layercheck.compare import (
     ROUNDING,
     Allowance,
@@ -28,7 +29,9 @@ from layercheck.compare import (
 from layercheck.context import Context
 from layercheck.errors import CheckFailed
 from layercheck.registry import SharedRun, Tolerance, readers_of
-from layercheck.subject import Outputs, Subject, backpropagate, seeded, standard_normal
+from layercheck.seeding import seeded, standard_normal
+from layercheck.subject import Subject
+from layercheck.tensors import Outputs
 
 REQUIRES_GRAD_SWITCHED = "given without requires_grad, it requires grad after the call"
 """How :func:`input_change` names an input whose gradient the layer switched on."""

@@ -13,6 +13,7 @@ itself cannot complete. Only the runner turns these into results.
 
 from __future__ import annotations
 
+from layercheck.accelerators import accelerators, full_float32
 from layercheck.calibration import SOURCE as FLOOR_SOURCE
 from layercheck.calibration import InputPath, Point, Spread, gradient_norm_floor, path_allowance, run_along, spread
 from layercheck.compare import (
@@ -78,17 +79,9 @@ from layercheck.runs import (
     rounding_tolerances,
     share_predict,
 )
-from layercheck.subject import (
-    Mode,
-    Outputs,
-    Subject,
-    Target,
-    accelerators,
-    custom_functions,
-    full_float32,
-    seeded,
-    tensors_in,
-)
+from layercheck.seeding import seeded
+from layercheck.subject import Mode, Subject, Target
+from layercheck.tensors import Outputs, custom_functions, tensors_in
 
 __all__ = [
     "DTYPES",

@@ -8,29 +8,27 @@ does to a layer can leak into another.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import enum
 import functools
 import inspect
-import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
+from layercheck.building import first_call, initialises_on_first_call, initialize, load_tensors, same_tensors
 from layercheck.errors import LayerRaised, LoadError
 from layercheck.frames import user_trace
 from layercheck.inputs import InputSpec
 from layercheck.invocation import Invocation, class_reference, describe_call
 from layercheck.layout import Layout
+from layercheck.seeding import seeded, standard_normal, stream_state
 
 # What a TypeError says when a call's arguments do not fit its signature.
 _CALL_MISMATCH = re.compile(r"missing \d+ required|required positional argument|unexpected keyword argument|"
@@ -94,8 +92,8 @@ class Target:
         self.invocation = invocation
         self._pristine: nn.Module | None = None
         self._base_inputs: list[torch.Tensor] | None = None
-        # Note [data-dependent initialisation]: whether the layer's first training call sets its
-        # parameters from the data (None: not asked yet)
+        # Note [data-dependent initialisation] in building.py: whether the layer's first
+        # training call sets its parameters from the data (None: not asked yet)
         self.first_call_initialises: bool | None = None
 
     # -- building ---------------------------------------------------------------------------
@@ -140,9 +138,9 @@ class Target:
             initialize(layer, self, self.seed)
             layer = self.at_home(layer)
             if self.first_call_initialises is None:
-                self.first_call_initialises = _initialises_on_first_call(layer, self)
+                self.first_call_initialises = initialises_on_first_call(layer, self)
             if self.first_call_initialises:
-                _first_call(layer, self)
+                first_call(layer, self)
             self._pristine = layer
         return self._pristine
 
@@ -167,8 +165,8 @@ class Target:
         initialize(layer, self, self.seed)
         layer = self.at_home(layer)
         if self.first_call_initialises:
-            _first_call(layer, self)  # what it sets outside its parameters and buffers (a flag) too
-        _load_tensors(layer, pristine)
+            first_call(layer, self)  # what it sets outside its parameters and buffers (a flag) too
+        load_tensors(layer, pristine)
         return layer
 
     def at_home(self, layer: nn.Module | None) -> nn.Module:
@@ -204,7 +202,7 @@ class Target:
         if pristine is not None:
             sample.first_call_initialises = self.first_call_initialises
             sample._pristine = sample._another(pristine)
-            if not _same_tensors(sample._pristine, pristine):
+            if not same_tensors(sample._pristine, pristine):
                 return None
         return sample
 
@@ -413,7 +411,7 @@ class Subject:
         seed = self.target.seed if rng_seed is None else rng_seed
         positional, keywords = self.target.split(inputs)
         with seeded(seed, self.device), torch.set_grad_enabled(grad):
-            start = _stream(self.device)
+            start = stream_state(self.device)
             try:
                 return fn(*positional, **keywords)
             except Exception as exc:
@@ -421,7 +419,7 @@ class Subject:
             finally:
                 # whether the call drew from torch's random stream: a random layer (dropout, stochastic
                 # depth) whose draws under two seeds happen to agree is random all the same
-                self.drew_random = not torch.equal(_stream(self.device), start)
+                self.drew_random = not torch.equal(stream_state(self.device), start)
 
     def predict(self, inputs: Sequence[torch.Tensor], **kw: Any) -> Any:
         return self.call(Mode.PREDICT, inputs, **kw)
@@ -650,372 +648,3 @@ def _storage(t: torch.Tensor) -> int:
         return int(t.untyped_storage().data_ptr())
     except (RuntimeError, NotImplementedError):
         return id(t)
-
-
-# -- helpers shared by checks -----------------------------------------------------------------
-
-
-def initialize_hook(layer: Any) -> Callable[..., Any] | None:
-    """The layer's (or its class's) ``initialize(*layouts)`` hook: an ``initialize`` that takes
-    a layout, as a positional parameter without a default or as ``*layouts``. One that takes
-    none (segmentation_models_pytorch's models have an ``initialize()`` that initialises their
-    decoder and head, and call it themselves) or only options with defaults is the layer's own
-    method, which layercheck leaves alone."""
-    hook = getattr(layer, "initialize", None)
-    if not callable(hook):
-        return None
-    try:
-        params = list(inspect.signature(hook).parameters.values())
-    except (TypeError, ValueError):
-        return hook
-    if isinstance(layer, type) and params and not isinstance(inspect.getattr_static(layer, "initialize"),
-                                                             (staticmethod, classmethod)):
-        params = params[1:]  # the class's function: self first
-    takes = any(p.kind is p.VAR_POSITIONAL or (p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                                               and p.default is p.empty) for p in params)
-    return hook if takes else None
-
-
-def initialize(layer: nn.Module, target: Target, seed: int) -> None:
-    """Run the layer's ``initialize(*layouts)`` hook (one layout per positional input), or a
-    lazy module's first call on the generated float32 inputs."""
-    hook = initialize_hook(layer)
-    if hook is not None:
-        with seeded(seed):
-            try:
-                hook(*target.positional)
-            except Exception as exc:
-                raise LayerRaised("initialize", exc, user_trace(exc)) from exc
-    if has_uninitialized_parameters(layer):
-        was_training = layer.training
-        layer.eval()
-        positional, keywords = target.split(target.inputs(torch.float32))
-        with seeded(seed), torch.no_grad():
-            try:
-                layer(*positional, **keywords)
-            except Exception as exc:
-                raise LayerRaised("initialize", exc, user_trace(exc)) from exc
-        layer.train(was_training)
-
-
-# Note [data-dependent initialisation]
-#     Glow's ActNorm (normflows', nflows') sets its scale and shift from the statistics of the
-#     first batch it sees, in its first call, through ``.data`` (autograd holds them constant):
-#     a user's first training batch initialises it, and from then on it is an elementwise affine
-#     map. Every check starting from the constructed layer would see that first call instead: the
-#     finite differences move the initialisation with the input (the gradient "wrong"), one
-#     observation alone initialises from a batch of one (the standard deviation of one value is
-#     NaN). So a layer whose first training call changes its parameters, and whose second call
-#     does not, is taken to initialise itself from the data: asked once per target on a copy, on
-#     a few observations, and then the pristine layer (and every layer built from it) is given
-#     that first call on the generated float32 inputs, as a user's first batch, before any check
-#     runs. The initialize check says so. A layer that changes its parameters in every call (fast
-#     weights) is not one: nothing is done for it.
-_PROBE_OBSERVATIONS = 4
-
-
-def _initialises_on_first_call(layer: nn.Module, target: Target) -> bool:
-    """Note [data-dependent initialisation]: whether the first training call (no grad) of a
-    copy of ``layer`` changes its parameters and a second one does not."""
-    if not any(True for _ in layer.parameters()):
-        return False
-    try:
-        probe = copy.deepcopy(layer)
-    except Exception:
-        return False
-    inputs = [x if spec.layout.batch_dim is None
-              else x.narrow(spec.layout.batch_dim, 0, min(_PROBE_OBSERVATIONS, x.shape[spec.layout.batch_dim]))
-              for spec, x in zip(target.specs, target.inputs(torch.float32))]
-
-    def values() -> list[torch.Tensor]:
-        return [p.detach().clone() for p in probe.parameters()]
-
-    def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
-        return len(a) == len(b) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
-
-    try:
-        before = values()
-        _first_call(probe, target, inputs)
-        after = values()
-        if same(before, after):
-            return False  # the first call leaves the parameters: every ordinary layer stops here
-        _first_call(probe, target, inputs)
-        return same(after, values())
-    except Exception:  # a layer that raises: the checks report it
-        return False
-
-
-def _first_call(layer: nn.Module, target: Target, inputs: list[torch.Tensor] | None = None) -> None:
-    """The layer's first training call (no grad, seeded), as a user's first batch makes it:
-    Note [data-dependent initialisation]."""
-    inputs = target.inputs(torch.float32) if inputs is None else inputs
-    positional, keywords = target.split(inputs)
-    was_training = layer.training
-    layer.train()
-    try:
-        with seeded(target.seed, target.home), torch.no_grad():  # the device's stream too (--on cuda)
-            layer(*positional, **keywords)
-    except Exception as exc:  # on the whole batch, where the probe's few observations ran
-        raise LayerRaised("initialize", exc, user_trace(exc)) from exc
-    finally:
-        layer.train(was_training)
-
-
-def _same_tensors(layer: nn.Module, source: nn.Module) -> bool:
-    """Whether two layers hold the same parameters and buffers: names, sizes, types, values."""
-    def held(module: nn.Module) -> dict[str, torch.Tensor]:
-        return {**dict(module.named_parameters(remove_duplicate=False)),
-                **dict(module.named_buffers(remove_duplicate=False))}
-
-    mine, theirs = held(layer), held(source)
-    return mine.keys() == theirs.keys() and all(
-        a.shape == b.shape and a.dtype == b.dtype and (a.is_meta or b.is_meta or torch.equal(a.detach(), b.detach()))
-        for a, b in ((mine[name], theirs[name]) for name in mine))
-
-
-def _load_tensors(layer: nn.Module, source: nn.Module) -> None:
-    """Give ``layer`` the values of ``source``'s parameters and buffers (non-persistent ones
-    too), by name: a constructor that draws from another random stream than torch's, or keeps
-    a counter, still yields the same layer for every check."""
-    with torch.no_grad():
-        values = dict(source.named_parameters(remove_duplicate=False))
-        for name, p in layer.named_parameters(remove_duplicate=False):
-            if name in values and values[name].shape == p.shape:
-                p.copy_(values[name])
-        buffers = dict(source.named_buffers(remove_duplicate=False))
-        for prefix, mod in layer.named_modules():
-            for key, buf in mod._buffers.items():
-                value = buffers.get(f"{prefix}.{key}" if prefix else key)
-                if value is None or buf is None:
-                    continue
-                if buf.shape == value.shape and buf.dtype == value.dtype:
-                    buf.copy_(value)
-                else:
-                    mod._buffers[key] = value.clone()
-
-
-def backpropagate(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                  leaves: Sequence[torch.Tensor]) -> list[torch.Tensor | None]:
-    """Back-propagate as training does, ``loss.backward()``: the gradients of ``leaves`` (inputs
-    and parameters) read from ``.grad``, set to None before and after. A hand-written backward
-    that calls ``torch.autograd.backward`` itself, or reentrant checkpointing, deposit their
-    gradients there, where an optimizer reads them. ``pairs``: (output, its cotangent). Raises
-    LayerRaised("backward")."""
-    for leaf in leaves:
-        leaf.grad = None
-    try:
-        torch.autograd.backward([y for y, _ in pairs], [w for _, w in pairs])
-    except Exception as exc:
-        raise LayerRaised("backward", exc, user_trace(exc)) from exc
-    grads = [None if leaf.grad is None else leaf.grad.detach() for leaf in leaves]
-    for leaf in leaves:
-        leaf.grad = None  # nothing left on the layer's parameters for a later call to add to
-    return grads
-
-
-def has_uninitialized_parameters(layer: nn.Module) -> bool:
-    from torch.nn.parameter import is_lazy
-
-    return any(is_lazy(p) for p in layer.parameters()) or any(is_lazy(b) for b in layer.buffers())
-
-
-@contextlib.contextmanager
-def full_float32() -> Iterator[None]:
-    """Full float32 precision in CUDA matmul and cuDNN inside the block (TF32 off); the
-    user's settings are restored. TF32 keeps 10 mantissa bits: against the CPU, or against
-    float64, it looks like a bug. The ``device`` check compares under it, and every check of a
-    layer checked on CUDA (``--on cuda``) runs under it."""
-    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
-        # torch >= 2.9: the per-backend API; mixing it with allow_tf32 raises, so use only it
-        cudnn: Any = torch.backends.cudnn  # its conv and rnn sub-backends are missing from torch's stubs
-        backends = [torch.backends.cuda.matmul, cudnn.conv, cudnn.rnn]
-        saved = [b.fp32_precision for b in backends]
-        try:
-            for b in backends:
-                b.fp32_precision = "ieee"
-            yield
-        finally:
-            for b, value in zip(backends, saved):
-                b.fp32_precision = value
-        return
-    # cuDNN's flags through its flags() context, the others as they are: torch's own test
-    # utilities (torch.testing._internal, imported beside layercheck in a test session) forbid
-    # setting them directly
-    cudnn = torch.backends.cudnn
-    saved = torch.backends.cuda.matmul.allow_tf32
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, benchmark_limit=cudnn.benchmark_limit,
-                         deterministic=cudnn.deterministic, allow_tf32=False):
-            yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
-
-
-def _stream(device: torch.device) -> torch.Tensor:
-    """The state of torch's random stream a layer on ``device`` draws from (the CPU's on the
-    CPU and on meta)."""
-    if device.type in ("cpu", "meta"):
-        return torch.default_generator.get_state()
-    try:
-        return torch.get_device_module(device.type).get_rng_state(device)
-    except Exception:  # an accelerator without a readable stream: its draws are not seen
-        return torch.empty(0)
-
-
-@contextlib.contextmanager
-def seeded(seed: int, device: torch.device | None = None) -> Iterator[None]:
-    """Run a block with the random stream seeded, leaving the caller's stream untouched."""
-    if device is not None and device.type not in ("cpu", "meta"):
-        with torch.random.fork_rng(devices=[device], device_type=device.type):
-            torch.manual_seed(seed)
-            yield
-        return
-    # On the CPU only the CPU's stream: torch.manual_seed also queues a lazy seeding of every
-    # accelerator's streams, each with a captured stack (about a millisecond a call, and a
-    # queue that grows with every call until that accelerator starts).
-    with torch.random.fork_rng(devices=[]):
-        torch.default_generator.manual_seed(seed)
-        yield
-
-
-# A standard-normal tensor of at least PARALLEL_DRAW elements is drawn in _PARTS parts, each
-# from a generator of its own, on as many threads as torch uses. torch draws float64 normals on
-# one thread at about 20 ns an element (25-30 ms for 24,24,20,128, 17 ms in eight parts on two
-# threads); NumPy's ziggurat on an SFC64 generator takes 11 ms on one thread and 8-9 ms on two
-# (measured on the 2-core development machine). The parts are fixed, so the values depend on
-# the seed and the size only, never on the machine; smaller tensors are one torch draw from the
-# seed, as they always were.
-# A part's generator is seeded from the seed and the part through NumPy's SeedSequence (a
-# hash): a simple formula (seed * m + k) gave a part the seed of another, small input drawn
-# by torch, whose values it then repeated — an element of x exactly at a threshold drawn as
-# another input, a kink no finite difference can take.
-PARALLEL_DRAW = 1 << 20
-_PARTS = 8
-
-
-def standard_normal(size: Sequence[int], seed: int) -> torch.Tensor:
-    """Seeded standard-normal float64 values of ``size`` on the CPU."""
-    count = math.prod(size)
-    if count < PARALLEL_DRAW:
-        return torch.randn(tuple(size), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    values = np.empty(count, dtype=np.float64)
-    parts = np.array_split(values, _PARTS)
-
-    def fill(k: int) -> None:
-        generator = np.random.Generator(np.random.SFC64(np.random.SeedSequence([_DRAW_TAG, seed, k])))
-        generator.standard_normal(out=parts[k])
-
-    workers = min(_PARTS, torch.get_num_threads())
-    if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(fill, range(_PARTS)))
-    else:
-        for k in range(_PARTS):
-            fill(k)
-    return torch.from_numpy(values).view(tuple(size))
-
-
-_DRAW_TAG = 0x6C61_7965  # "laye": keeps these streams apart from any other use of SeedSequence([seed, k])
-
-
-def tensors_in(obj: Any) -> list[torch.Tensor]:
-    """Every tensor in an output: tuples, lists and dict values, depth first, in order."""
-    return [leaf for leaf in leaves_in(obj) if leaf is not None]
-
-
-def leaves_in(obj: Any) -> list[torch.Tensor | None]:
-    """The tensors and the Nones of an output (``return y, None``), in the order of :func:`tensors_in`."""
-    if obj is None or isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, dict):
-        return [leaf for v in obj.values() for leaf in leaves_in(v)]
-    if isinstance(obj, (tuple, list)):
-        return [leaf for v in obj for leaf in leaves_in(v)]
-    return []
-
-
-def floating(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """The floating-point ones (integer outputs are ignored by numerical checks)."""
-    return [t for t in tensors if t.is_floating_point()]
-
-
-def backward_nodes(outputs: Sequence[torch.Tensor], limit: int = 100_000) -> Iterator[Any]:
-    """Every node of the outputs' autograd graph, once each (at most ``limit``)."""
-    # Node objects are made on demand by torch and freed when no one holds them: an id seen
-    # before may come back as another node's. Holding every node seen keeps the ids apart (on
-    # torch 2.11 the walk stopped short of a once_differentiable node that way).
-    seen: dict[int, Any] = {}
-    stack = [t.grad_fn for t in outputs if t.grad_fn is not None]
-    while stack and len(seen) < limit:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen[id(node)] = node
-        yield node
-        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
-
-
-def custom_backward_nodes(outputs: Sequence[torch.Tensor], limit: int = 100_000) -> list[str]:
-    """Names of the hand-written ``autograd.Function`` backward nodes in the outputs' graph."""
-    names: list[str] = []
-    for node in backward_nodes(outputs, limit):
-        if isinstance(node, torch.autograd.function.BackwardCFunction):
-            name = type(node).__name__.removesuffix("Backward")
-            if name not in names:
-                names.append(name)
-    return names
-
-
-def custom_functions(outputs: Sequence[torch.Tensor], limit: int = 100_000) -> list[type[torch.autograd.Function]]:
-    """The user's ``autograd.Function`` classes in the outputs' graph (torch's own excluded)."""
-    classes: list[type[torch.autograd.Function]] = []
-    for node in backward_nodes(outputs, limit):
-        cls = getattr(type(node), "_forward_cls", None)
-        if cls is not None and not cls.__module__.startswith("torch") and cls not in classes:
-            classes.append(cls)
-    return classes
-
-
-def accelerators() -> tuple[str, ...]:
-    """The accelerators present: ``cuda:N`` for each CUDA device, then ``mps``."""
-    found = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        found.append("mps")
-    return tuple(found)
-
-
-def signature_accepts(fn: Any, count: int, *, skip_first: bool = False, keywords: Sequence[str] = ()) -> str | None:
-    """None when ``fn`` can be called with ``count`` positional arguments and the ``keywords``,
-    else why not."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None  # builtins without a signature: nothing to say
-    params = list(sig.parameters.values())
-    if skip_first and params:
-        params = params[1:]
-    sig = sig.replace(parameters=params)
-    try:
-        sig.bind(*([None] * count), **dict.fromkeys(keywords))
-    except TypeError as exc:
-        named = f" and the keyword argument(s) {', '.join(keywords)}" if keywords else ""
-        return f"{getattr(fn, '__qualname__', fn)}{sig} cannot take {count} input(s){named}: {exc}"
-    return None
-
-
-@dataclass(frozen=True)
-class Outputs:
-    """A layer call's result, with its tensors pulled out in order."""
-
-    raw: Any
-    tensors: list[torch.Tensor]
-
-    @classmethod
-    def of(cls, raw: Any) -> Outputs:
-        return cls(raw, tensors_in(raw))
-
-    @property
-    def floating(self) -> list[torch.Tensor]:
-        return floating(self.tensors)

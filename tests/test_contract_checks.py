@@ -15,13 +15,14 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
+from layercheck.accelerators import full_float32
 from layercheck.checks.devices import accelerators
 from layercheck.cli import app
 from layercheck.layout import Layout
 from layercheck.registry import get, select
 from layercheck.result import CheckResult, RunReport, Status
 from layercheck.runner import run_target
-from layercheck.subject import Target, full_float32
+from layercheck.subject import Target
 
 from conftest import ROOT, load_zoo, run_zoo
 

@@ -856,7 +856,7 @@ def test_an_embedding_whose_gradient_leaves_out_or_scales_rows_passes_every_defa
     scale_grad_by_freq divides a row's by how often the batch looks it up, by design. Those rows
     held at the point, the others are judged and agree; differenced with the rest (as before),
     the weight's gradient was called wrong."""
-    from layercheck.checks import gradients
+    from layercheck.numerics import reference
 
     def float64_row() -> Any:
         torch.manual_seed(seed)
@@ -870,7 +870,7 @@ def test_an_embedding_whose_gradient_leaves_out_or_scales_rows_passes_every_defa
     row = float64_row()
     assert row.status.value == "passed", row.message
     assert any("rows of parameter 'weight' were held" in note for note in row.notes), row.notes
-    monkeypatch.setattr(gradients, "_held_rows", lambda fn: {})
+    monkeypatch.setattr(reference, "_held_rows", lambda fn: {})
     row = float64_row()
     assert row.status.value == "failed" and "parameter 'weight'" in row.message, row.message
 

@@ -20,7 +20,8 @@ from layercheck.numerics.functions import GradientFunction, LayerFunction
 from layercheck.registry import get, select
 from layercheck.result import RunReport
 from layercheck.runner import Options, run_target
-from layercheck.subject import Target, backward_nodes
+from layercheck.subject import Target
+from layercheck.tensors import backward_nodes
 
 from conftest import ROOT, load_zoo, run_zoo, write_spec
 

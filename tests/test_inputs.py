@@ -17,8 +17,9 @@ from layercheck.cli import app
 from layercheck.inputs import parse_input
 from layercheck.layout import Layout
 from layercheck.loading import resolve
+from layercheck.seeding import PARALLEL_DRAW, standard_normal
 from layercheck.spec import parse_spec
-from layercheck.subject import PARALLEL_DRAW, Target, standard_normal
+from layercheck.subject import Target
 
 runner = CliRunner()
 

@@ -30,7 +30,7 @@ def test_quick_start_holds_the_install_and_test_commands(root: Path) -> None:
 def test_the_screens_in_the_readme_are_what_the_terminal_shows(root: Path, monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    from layercheck.subject import accelerators
+    from layercheck.accelerators import accelerators
 
     if accelerators():  # the device check then runs and passes: other counts, another line
         pytest.skip("the README's screens are a machine's without CUDA or MPS (\"skipped device: no CUDA or MPS "

@@ -4,6 +4,7 @@ a package that imports only ``layercheck.sdk``."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -282,3 +283,27 @@ def test_the_sdk_is_the_one_import_of_every_built_in_check() -> None:
         text = textwrap.dedent(path.read_text())
         private = re.findall(r"^from layercheck\.(runner|runs|compare|context|errors)\b", text, re.M)
         assert not private, f"{path.name} imports layercheck.{private[0]} instead of layercheck.sdk"
+
+
+def _checks_imported(path: Path) -> set[str]:
+    """The modules under ``layercheck/checks/`` that ``path`` (one of them) imports, anywhere in
+    it: at module level or inside a function, absolutely or relatively."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = {0: "", 1: "layercheck.checks", 2: "layercheck"}.get(node.level, "")
+            module = ".".join(part for part in (base, node.module or "") if part)
+            found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names}
+    package = ROOT / "layercheck" / "checks"
+    checks = {f"layercheck.checks.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    return {c for c in checks if any(name == c or name.startswith(f"{c}.") for name in found)}
+
+
+def test_no_built_in_check_imports_another() -> None:
+    """What two checks share lives in the SDK or in layercheck/numerics/, never in one of them."""
+    for path in sorted((ROOT / "layercheck" / "checks").glob("*.py")):
+        imported = _checks_imported(path)
+        assert not imported, f"checks/{path.name} imports {', '.join(sorted(imported))}"

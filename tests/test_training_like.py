@@ -46,10 +46,10 @@ def test_a_wrong_backward_on_the_second_call_is_caught_and_says_so() -> None:
 
 
 def test_state_the_next_call_ignores_costs_no_second_reference() -> None:
-    from layercheck.checks.gradients import second_call_reference
     from layercheck.context import Context
     from layercheck.invocation import Invocation
     from layercheck.layout import Layout
+    from layercheck.numerics.second_looks import second_call_reference
     from layercheck.registry import get
     from layercheck.subject import Target
 

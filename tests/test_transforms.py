@@ -8,12 +8,13 @@ import pytest
 import torch
 from torch import nn
 
+from layercheck.accelerators import accelerators
 from layercheck.layout import Layout
 from layercheck.loading import resolve
 from layercheck.registry import get, select
 from layercheck.result import CheckResult, Status
 from layercheck.runner import Options, run_target
-from layercheck.subject import Target, accelerators
+from layercheck.subject import Target
 
 from conftest import ROOT, run_zoo
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from layercheck.calling import backpropagate
 from layercheck.sdk import (
     EXACT,
     FORWARD,
@@ -37,7 +38,7 @@ from layercheck.sdk import (
     seeded,
     user_trace,
 )
-from layercheck.subject import backpropagate, backward_nodes
+from layercheck.tensors import backward_nodes
 
 
 @dataclass

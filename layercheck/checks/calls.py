@@ -9,6 +9,8 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
+from layercheck.building import has_uninitialized_parameters, initialize, initialize_hook
+from layercheck.calling import signature_accepts
 from layercheck.sdk import (
     EXACT,
     Allowance,
@@ -26,14 +28,7 @@ from layercheck.sdk import (
     modules_only,
     share_predict,
 )
-from layercheck.subject import (
-    custom_backward_nodes,
-    has_uninitialized_parameters,
-    initialize,
-    initialize_hook,
-    leaves_in,
-    signature_accepts,
-)
+from layercheck.tensors import custom_backward_nodes, leaves_in
 
 # Predict and forward of a layer whose behaviour does not depend on the mode are the same
 # operations on the same values: only the train/eval switch of a submodule that ignores it
@@ -117,7 +112,7 @@ def initialize_keeps_values(ctx: Context) -> tuple[str, dict[str, Any]]:
     lazy = has_uninitialized_parameters(layer)
     if not callable(hook) and not lazy:
         ctx.target.pristine()
-        if ctx.target.first_call_initialises:  # Note [data-dependent initialisation] in subject.py
+        if ctx.target.first_call_initialises:  # Note [data-dependent initialisation] in building.py
             return ("no initialize hook: the first training call sets the parameters from the data (a data-dependent "
                     "initialisation, as Glow's ActNorm) and the second leaves them, so every check starts from the "
                     "layer after one training call on the generated inputs, as after a user's first batch", {})

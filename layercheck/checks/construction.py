@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from layercheck.building import initialize_hook
 from layercheck.sdk import (
     PREDICT,
     CheckFailed,
@@ -36,7 +37,6 @@ from layercheck.sdk import (
     seeded,
     user_trace,
 )
-from layercheck.subject import initialize_hook
 
 _NO_CONSTRUCTOR = modules_only("operations (autograd.Function) have no constructor")
 

@@ -39,18 +39,10 @@ import torch.autograd.forward_ad as fwAD
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from layercheck.checks.gradients import (
-    Reference,
-    _agreement,
-    _count_names,
-    _custom_functions,
-    _disagreement,
-    float64_reference,
-    fresh_copy,
-    skip_if_not_differentiable,
-)
+from layercheck.numerics.diagnosis import agreement, count_names, disagreement
 from layercheck.numerics.engine import EPS64, Comparison, FiniteDifferences, Probe
 from layercheck.numerics.functions import Backprop, GradientFunction, LayerFunction
+from layercheck.numerics.reference import Reference, float64_reference, fresh_copy, skip_if_not_differentiable
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, judge
 from layercheck.registry import check
 from layercheck.sdk import (
@@ -58,10 +50,11 @@ from layercheck.sdk import (
     CheckSkipped,
     Context,
     LayerRaised,
+    Outputs,
     Tolerance,
+    custom_functions,
     ratio,
 )
-from layercheck.subject import Outputs
 
 # Both checks are judged against the gradient check's float64 finite differences, so their
 # prerequisites are the gradient check's and the gradient check itself: a wrong first
@@ -164,9 +157,9 @@ def gradgrad(ctx: Context) -> tuple[str, dict[str, Any]]:
         verdict = judge(fd, hvp, ctx.tolerance(torch.float64))
     details: dict[str, Any] = {**verdict.to_dict(), "tensors": first.names, "evaluations": fd.evaluations}
     if verdict.passed:
-        return f"double backward of {_tensors_and_cotangents(first.names)}: {_agreement(verdict)}", details
-    failure = _disagreement(Reference(fd, Backprop(hvp, [], [], []), verdict),
-                            "second derivatives (double backward)", details, derivative="second derivative")
+        return f"double backward of {_tensors_and_cotangents(first.names)}: {agreement(verdict)}", details
+    failure = disagreement(Reference(fd, Backprop(hvp, [], [], []), verdict),
+                           "second derivatives (double backward)", details, derivative="second derivative")
     raise CheckFailed(f"{failure.message}. {_why_wrong(first, fn)}", **failure.details)
 
 
@@ -185,7 +178,7 @@ def _why_wrong(first: GradientFunction, fn: LayerFunction) -> str:
 
 def _tensors_and_cotangents(names: Sequence[str]) -> str:
     incoming = [n for n in names if n.startswith("grad_output")]
-    return _count_names(names) + (f", and through {', '.join(incoming)}" if incoming else "")
+    return count_names(names) + (f", and through {', '.join(incoming)}" if incoming else "")
 
 
 def _contraction(ctx: Context, ref: Reference) -> list[torch.Tensor]:
@@ -264,7 +257,7 @@ def forward_ad(ctx: Context) -> tuple[str, dict[str, Any]]:
     worst = max(rows, key=lambda r: max(r["relative_error"], r["relative_to_reverse"]))
     details: dict[str, Any] = {"tolerance": tolerance, "directions": rows, "tensors": fn.names}
     if not bad:
-        return (f"jvp of {_count_names(fn.names)} along {len(rows)} random directions agrees with float64 finite "
+        return (f"jvp of {count_names(fn.names)} along {len(rows)} random directions agrees with float64 finite "
                 f"differences and with reverse mode (largest relative error {worst['relative_error']:.1e}, "
                 f"{worst['relative_to_reverse']:.1e} to reverse mode; tolerance {tolerance:g})", details)
     raise _wrong_jvp(ref, fn, bad, details, tolerance)
@@ -415,7 +408,7 @@ def _functions_in_graph(fn: LayerFunction) -> list[type[torch.autograd.Function]
     operation), found from the graph of one ordinary training forward."""
     try:
         outputs, _ = fn.call()
-        return _custom_functions(outputs)
+        return custom_functions(outputs)
     except LayerRaised:
         return []
     finally:

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from layercheck.checks.gradients import float32_run
 from layercheck.layout import Layout
+from layercheck.numerics.reference import float32_run
 from layercheck.sdk import (
     EXACT,
     FORWARD,

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import torch
 
+from layercheck.calling import backpropagate
 from layercheck.sdk import (
     FORWARD,
     PREDICT,
@@ -47,7 +48,6 @@ from layercheck.sdk import (
     seeded,
     user_trace,
 )
-from layercheck.subject import backpropagate
 
 Explain = Callable[[], tuple[str, str]]
 """What leads a failure (the Functions that lack what a transform needs) and what to do about it."""

@@ -153,7 +153,7 @@ Note [kinks at the point]
     timm ResNet-18: 8.29e-9 at 1e-8, 8.29e-10 at 1e-9, 8.29e-11 at 1e-10). No difference can
     judge there (neither one-sided slope is the subgradient torch picks for every element): the
     verdict raises OnKinks, and the gradient check judges the layer beside the point instead
-    (Note [beside the kinks] in checks/gradients.py), or skips saying it is kinks, and where they
+    (Note [beside the kinks] in reference.py), or skips saying it is kinks, and where they
     come from, instead of rounding noise.
 
 Note [domains]
@@ -200,7 +200,7 @@ FEW_CHUNKS = 8  # an output of fewer elements gives the noise estimate fewer sam
 NOISE_SIGMAS = 6.0
 NOISE_SHARE = 0.1  # of the tolerance that rounding noise may use before the step grows
 EPS64 = torch.finfo(torch.float64).eps
-# Note [float32 islands] in precision.py: a layer that computes part of its float64 path in a
+# Note [float32 islands] in trace.py: a layer that computes part of its float64 path in a
 # lower precision is differenced at a step where every rounding of that precision flips, so
 # that the noise estimate sees them all: eps^(1/3), the central difference's optimum (4.9e-3
 # for float32), capped so that float16 (0.1) does not step across the layer's curvature.
@@ -439,7 +439,7 @@ class FiniteDifferences(Generic[F_co]):
         """``outputs``: the floating outputs at the point, when a forward there has been run
         already (the analytic pass runs the very same call: same state, stream and flags).
         ``precision``: the lowest precision the function computes in (Note [float32 islands]
-        in precision.py)."""
+        in trace.py)."""
         self.fn = fn
         self.precision = precision
         self.cotangents = [w.to(torch.float64) for w in cotangents]
@@ -449,7 +449,7 @@ class FiniteDifferences(Generic[F_co]):
         # all (backward_runs reports them), so that the others are still judged.
         self.excluded: set[int] = set()
         # Elements held at the point in every direction, per slot: an embedding's rows whose gradient
-        # PyTorch leaves out or scales by design (Note [padding rows] in checks/gradients.py)
+        # PyTorch leaves out or scales by design (Note [padding rows] in reference.py)
         self.held: dict[int, torch.Tensor] = {}
         # Note [domains]: the interval each slot must stay in, None where it is unbounded
         self.domains: list[tuple[float, float] | None] = list(getattr(fn, "domains", None) or [None] * len(fn.point))

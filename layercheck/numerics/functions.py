@@ -12,10 +12,14 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from layercheck.calling import backpropagate
 from layercheck.compare import real_view
 from layercheck.errors import LayerRaised
+from layercheck.frames import user_trace
 from layercheck.numerics.engine import Moved, NotDifferentiable, chunk_sums, materialized
-from layercheck.subject import Mode, Outputs, Subject, backpropagate, backward_nodes, seeded, user_trace
+from layercheck.seeding import seeded
+from layercheck.subject import Mode, Subject
+from layercheck.tensors import Outputs, backward_nodes
 
 # Note [widened islands]
 #     Differencing a float32 island at float32's step (Note [float32 islands] in trace.py)
@@ -27,7 +31,7 @@ from layercheck.subject import Mode, Outputs, Subject, backpropagate, backward_n
 #     floating dtype kept in float64 (``LayerFunction.widen``): the same operations, so the same
 #     derivative formulas (autograd's and a hand-written backward's), without the rounding, and
 #     differenced at the float64 step where kinks are rarely crossed. Its verdict is used only
-#     when it agrees (gradients.py, _widened): a backward wrong in its formulas is wrong in
+#     when it agrees (reference.py, _widened): a backward wrong in its formulas is wrong in
 #     float64 too, so this clears failures the step made, not ones the backward made. A cast it
 #     cannot widen (a copy into a float32 buffer) leaves an island, and the first verdict stands.
 #     Tensors the layer allocates in the default dtype (``torch.zeros(shape)`` for running sums:
@@ -131,7 +135,7 @@ class LayerFunction:
         # point, handed back in their place at every point it is called at; None: its own
         self.held: list[torch.Tensor] | None = None
         self.held_matched = True  # False once a call detached other values than those held
-        # Note [surrogate gradients] in checks/gradients.py: the Functions whose gradient the
+        # Note [surrogate gradients] in reference.py: the Functions whose gradient the
         # analytic gradients take as zero, the derivative of their piecewise-constant forward
         self.cut: tuple[type, ...] = ()
 

@@ -71,10 +71,10 @@ class Trace:
     # Note [straight-through estimators]: what the layer's straight-through detaches were seen
     # by — the steps whose values it detaches (round, argmin), or "a detached difference added back"
     straight_through: tuple[str, ...] = ()
-    # Note [surrogate gradients] in checks/gradients.py: the autograd.Functions whose outputs are
+    # Note [surrogate gradients] in reference.py: the autograd.Functions whose outputs are
     # piecewise constant in the inputs and parameters yet require grad
     surrogates: tuple[type, ...] = ()
-    # Note [approximate detaches] in checks/gradients.py: how many smooth values the layer detaches,
+    # Note [approximate detaches] in reference.py: how many smooth values the layer detaches,
     # and for each of them that is an extremum (a maximum subtracted for stability) its operation
     detached: int = 0
     detached_extrema: tuple[str, ...] = ()
@@ -156,7 +156,7 @@ def _explicit_no_grad(recorder: _Recorder) -> Iterator[None]:
 # Note [straight-through estimators]: operations whose floating result is piecewise constant
 _STEPS = {"round", "floor", "ceil", "trunc", "sign", "sgn", "heaviside"}
 _SUMS = {"add", "sub", "rsub"}
-# Note [approximate detaches] in checks/gradients.py: the extrema a layer subtracts for stability
+# Note [approximate detaches] in reference.py: the extrema a layer subtracts for stability
 # (a view of one is the same storage; a copy keeps the name)
 _EXTREMA = {"amax", "amin", "max", "min", "aminmax", "logsumexp"}
 _COPIES = {"clone", "_to_copy"}
@@ -185,7 +185,7 @@ class _Recorder(TorchDispatchMode):
         self.smooth_detaches = 0
         self.extrema = _Storages()  # value: the extremum operation that computed it
         self.detached_extrema: list[str] = []
-        # Note [surrogate gradients] in checks/gradients.py: values piecewise constant in the inputs
+        # Note [surrogate gradients] in reference.py: values piecewise constant in the inputs
         # and parameters (computed from them through steps only), and the Functions that returned
         # such a value requiring grad
         self.constant = _Storages()  # value: True
@@ -271,7 +271,7 @@ class _Recorder(TorchDispatchMode):
 
     def _follow_constants(self, name: str, inputs: list[torch.Tensor], tainted: list[torch.Tensor],
                           out: Any) -> None:
-        """Note [surrogate gradients] in checks/gradients.py: mark what is computed from the inputs
+        """Note [surrogate gradients] in reference.py: mark what is computed from the inputs
         through steps only — a comparison, a rounding, and what follows from those alone — and
         record the Functions that return such a value requiring grad."""
         constant = [t for t in inputs if self._constant(t)]

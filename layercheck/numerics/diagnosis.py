@@ -1,0 +1,170 @@
+"""What the gradient checks say of a verdict: the message of an agreement, the failure that
+explains a disagreement (the wrong tensors and outputs, located by numerics/locate.py, the
+tensors that agree, what in the layer's design may explain it), and the "why" of a tensor that
+gets no gradient or has no effect."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from layercheck.compare import dtype_name, largest
+from layercheck.errors import CheckFailed
+from layercheck.numerics.engine import BASE_STEP, Probe
+from layercheck.numerics.verdict import Verdict
+
+if TYPE_CHECKING:
+    from layercheck.context import Context
+    from layercheck.numerics.reference import Reference
+    from layercheck.numerics.trace import Trace
+
+
+# The largest disagreement the layer's detaches explain (Note [approximate detaches] in
+# reference.py) for which the failure suggests a --tolerance that accepts it.
+ACCEPTABLE_DETACH = 0.05
+
+
+def explain_detaches(trace: Trace, error: float, variant: str) -> str:
+    """What a disagreement the layer's detaches explain says (Note [approximate detaches] in
+    reference.py): a maximum subtracted for stability is the layer's own approximation where
+    something beside it (an eps) keeps the output from cancelling it; another statistic
+    detached is likely a mistake."""
+    lead = ("With the smooth values the layer detaches held constant, the differences agree with its gradient: the "
+            f"detaches are the whole disagreement, and they move the derivative by a relative {error:.2g}")
+    # a tolerance that accepts more than a few percent would accept any wrong gradient as well
+    accept = (f"accept it for this layer (--tolerance gradients.{variant}={_above(2 * error):g}) or leave the check "
+              "out (--skip gradients)" if error <= ACCEPTABLE_DETACH else
+              f"leave the check out for this layer (--skip gradients: a tolerance above {ACCEPTABLE_DETACH:g} would "
+              "accept a wrong gradient too)")
+    if not trace.detached or len(trace.detached_extrema) < trace.detached:
+        return (f"{lead} — a statistic (a mean, a norm) detached by mistake? If it is meant (kornia's HardNet "
+                f"normalises each patch by its detached mean and standard deviation, on purpose), {accept}; "
+                "otherwise let the gradient through the statistic")
+    names = ", ".join(dict.fromkeys(trace.detached_extrema))
+    return (f"{lead}. What it detaches is a maximum ({names}) subtracted for stability, which the output would "
+            "cancel but for something beside it (an eps added after exp(x - max): Performer's softmax kernel): the "
+            "gradient leaves out the derivative through that maximum, on purpose, and here it is not small. If that "
+            f"approximation is meant, {accept}; otherwise let the gradient through the maximum")
+
+
+def _above(error: float) -> float:
+    """A round tolerance above ``error``: 0.012 -> 0.02, 0.003 -> 0.005 (given twice the error: room
+    for other draws)."""
+    scale = 10.0 ** math.floor(math.log10(error))
+    return next(step * scale for step in (2, 5, 10) if step * scale > error)
+
+
+# A tensor whose float64 gradient moves the layer's output by less than this share of what
+# all tensors together move it (along the scaled random directions of the gradient check) is
+# zero to rounding: float64 rounding leaves about 1e-16 of the whole, a tensor with a real
+# but weak influence leaves 1e-6 or more.
+DEAD_SHARE = 1e-11
+
+
+def dead_tensors(ctx: Context, ref: Reference) -> list[str]:
+    """Notes for inputs and parameters that have no effect on the output: their float64
+    gradient, which agrees with finite differences, is zero to rounding on every element."""
+    grads = ref.run.grads
+    total = ref.fd.spread(Probe(0, BASE_STEP), grads)
+    notes = []
+    for slot, (name, g) in enumerate(zip(ref.fd.fn.names, grads)):
+        if g is None or total == 0 or ref.fd.spread(Probe(0, BASE_STEP, slot), grads) > DEAD_SHARE * total:
+            continue
+        if name in ref.surrogate_only:  # zero with its surrogate gradient taken as zero, by construction
+            continue
+        notes.append(f"{name} has no effect on the output (its gradient is zero to rounding: at most "
+                     f"{largest(g):.1g} in float64) — {_dead_hint(ctx, name)}")
+    return notes
+
+
+def _dead_hint(ctx: Context, name: str) -> str:
+    module = ctx.target.pristine()
+    normalisations = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
+    if (name.startswith("parameter") and name.strip("'").endswith("bias") and module is not None
+            and any(isinstance(sub, normalisations) for sub in module.modules())):
+        return ("a bias directly before a normalisation is redundant: the normalisation subtracts the mean, and the "
+                "bias with it; construct the layer that owns it with bias=False")
+    if name.startswith("parameter"):
+        return "it is trained for nothing: check that forward uses it as intended"
+    return "check that forward uses it as intended"
+
+
+def disagreement(ref: Reference, what: str, details: dict[str, Any], *, brief: bool = False,
+                 eval_mode: bool = False, derivative: str = "gradient") -> CheckFailed:
+    """The failure that explains why ``ref``'s verdict failed: the wrong tensors first, with the
+    shape of their error (``brief``: without their numbers), then the combined numbers, the
+    outputs whose gradient path is wrong, the tensors that agree, and what in the layer's design
+    may explain it (``eval_mode``: its gradients agree in eval mode). ``what``: what disagrees."""
+    wrong, right, outputs = ref.diagnosis()
+    differences = "float32" if ref.float64_failure is not None else "float64"
+    overall = f"{what} disagree with {differences} finite differences ({ref.verdict.summary()})"
+    if wrong:  # what to fix first, the combined numbers after
+        lines = [f"wrong {derivative} of " + " | ".join(f.describe(brief=brief) for f in wrong), overall]
+    else:
+        lines = [overall, "no single tensor stands out: small errors spread over several"]
+    if outputs:
+        lines.append("through " + " | ".join(outputs))
+    right = [name for name in right if name not in ref.surrogate_only]  # zero by construction, not judged
+    if right:
+        lines.append(f"agree: {', '.join(right)}")
+    if ref.detach_hint is not None:
+        lines.append(ref.detach_hint)
+    if eval_mode:
+        lines.append("In eval mode the gradients agree: the mismatch is in training mode only, where the layer treats "
+                     "part of its computation as a constant (batch statistics, a value detached or computed under "
+                     "no_grad) or its hand-written backward leaves out the training-mode terms")
+    elif ref.trace.stop_gradients:
+        used = ", ".join(ref.trace.stop_gradients[:3])
+        lines.append(f"The layer computes part of its forward under torch.no_grad and uses it ({used}), which "
+                     "autograd holds constant while finite differences see it move: if that is by design (an ODE "
+                     "solver's adaptive step size, a power iteration), the disagreement may be that, and its size "
+                     "says how much the held part matters (a looser --tolerance gradients.float64=... accepts it); by "
+                     "mistake, it is the bug")
+        details = {**details, "stop_gradients": list(ref.trace.stop_gradients)}
+    details = {**details, "evaluations": ref.fd.evaluations, "eval_mode_agrees": eval_mode}
+    return CheckFailed(". ".join(lines), **details, wrong=[f.to_dict() for f in wrong], agree=right,
+                       wrong_outputs=outputs)
+
+
+def agreement(verdict: Verdict) -> str:
+    """What a verdict that passed says: how many directions agree, the largest error against the
+    tolerance, and the step and rounding noise a lower precision inside the layer asked for."""
+    worst = verdict.worst
+    allowed = f"tolerance {verdict.tolerance:g}" + (" plus rounding noise" if verdict.precision_limited else "")
+    text = (f"directional derivatives along {len(verdict.comparisons)} random directions agree with float64 "
+            f"finite differences (largest relative error {worst.relative_error:.1e}, {allowed})")
+    if verdict.retried:
+        text += "; a first pair of directions crossed a kink, two fresh ones agree"
+    if verdict.precision != torch.float64:
+        text += (f"; the layer computes in {dtype_name(verdict.precision)} inside (seen in the operations its float64 "
+                 f"copy runs), so differences were taken at step {verdict.step:.0e} and its rounding noise "
+                 f"({verdict.noise:.1e} of the derivative) is allowed on top of the tolerance")
+    elif verdict.precision_limited:
+        text += (f"; the float64 copy rounds like a lower precision, so the step was raised to {verdict.step:.0e} "
+                 f"and rounding noise ({verdict.noise:.1e} of the derivative) is allowed on top of the tolerance")
+    return text
+
+
+def why_none(name: str) -> str:
+    """The usual reasons the tensor ``name`` gets no gradient."""
+    if name.startswith("parameter"):
+        return (f"{name} (None: forward does not use it, or only through .data/.detach(), or a hand-written "
+                "backward returns None for it)")
+    return (f"{name} (None: the outputs do not depend on it through autograd: .detach()/.data, "
+            "comparisons only, or a hand-written backward returns None for it)")
+
+
+def count_names(names: Sequence[str]) -> str:
+    """The inputs by name and the parameters by name, or counted where there are more than three."""
+    inputs = [n for n in names if n.startswith("input")]
+    params = [n for n in names if n.startswith("parameter")]
+    parts = []
+    if inputs:
+        parts.append(", ".join(inputs))
+    if params:
+        parts.append(f"{len(params)} parameter(s)" if len(params) > 3 else ", ".join(params))
+    return " and ".join(parts) or "no tensor"

@@ -1,0 +1,260 @@
+"""The float64 reference taken a second time, where one look at the fresh layer can miss a
+wrong gradient or call a right one wrong: on a second draw of the inputs (Note [second draw]),
+from the state a first training call leaves (Note [second call]), in eval mode, and past the
+writes a training call makes into the parameters (Note [parameter writes])."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from layercheck.compare import all_finite
+from layercheck.context import Context
+from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
+from layercheck.numerics.functions import LayerFunction
+from layercheck.numerics.recording import Analytic, analytic_run
+from layercheck.numerics.reference import FLOAT64_READERS, Reference, fresh_layer, judged, nonfinite_problem
+from layercheck.runs import cotangents
+from layercheck.subject import Mode, Subject
+from layercheck.tensors import Outputs, backward_nodes
+
+# Note [second draw]
+#     A hand-written backward may branch on how its inputs compare (which of two bounds is the
+#     lower, per channel): with few elements, one draw of inputs can take the same branch
+#     everywhere and leave the other one unchecked — three channels all ordered one way happens
+#     one time in four. Where the inputs and parameters are small (SECOND_DRAW_LIMIT elements in
+#     all, where differencing costs next to nothing), the float64 reference is judged a second
+#     time on the first draw mirrored: inputs drawn symmetrically about zero are negated, which
+#     turns every comparison with zero and every order between two inputs the other way; the
+#     others (integers, masks, a domain) are drawn anew. Large inputs take every branch in one.
+SECOND_DRAW_LIMIT = 4096
+
+
+def second_draw_reference(ctx: Context, *, beside: bool = False) -> Reference | None:
+    """The float64 reference on a second draw of the inputs, for small layers (Note [second
+    draw]); None for large ones. ``beside``: with the parameters moved (Note [beside the kinks] in
+    reference.py)."""
+
+    def build() -> Reference | None:
+        drawn = _second_draw(ctx, beside)
+        return None if drawn is None else _judged_on(ctx, *drawn)
+
+    return ctx.shared(f"layercheck.gradients.float64.second_draw{'.beside' * beside}", build, readers=FLOAT64_READERS)
+
+
+def second_draw_after_writes(ctx: Context, *, beside: bool = False) -> tuple[list[str], Reference | None] | None:
+    """The parameters one training call on the second draw of the inputs writes into, and the
+    float64 reference on that draw from the state the call leaves (Note [parameter writes]);
+    None where the call writes into none."""
+
+    def build() -> tuple[list[str], Reference | None] | None:
+        drawn = _second_draw(ctx, beside)
+        if drawn is None:
+            return None
+        subject, inputs = drawn
+        written = _writes_of(subject, inputs)
+        return (written, _judged_on(ctx, subject, inputs)) if written else None
+
+    return ctx.shared(f"layercheck.gradients.float64.second_draw_written{'.beside' * beside}", build,
+                      readers=FLOAT64_READERS)
+
+
+def _second_draw(ctx: Context, beside: bool) -> tuple[Subject, list[torch.Tensor]] | None:
+    """A fresh float64 layer and the second draw of the inputs (Note [second draw]); None for
+    large layers."""
+    subject = fresh_layer(ctx, torch.float64, beside)
+    if _elements(ctx, subject) > SECOND_DRAW_LIMIT:
+        return None
+    first = ctx.target.inputs(torch.float64)
+    fresh = ctx.target.inputs(torch.float64, seed=ctx.seed * 1_000_003 + 271_828)
+    return subject, [-x if _standard_normal(spec) and x.is_floating_point() else other
+                     for spec, x, other in zip(ctx.target.specs, first, fresh)]
+
+
+# Note [tails]
+#     Standard-normal inputs at test sizes stay within about ±3.2, so a backward wrong only at
+#     large magnitudes (a sigmoid's derivative computed from an output clamped to [0.01, 0.99],
+#     wrong beyond 4.6; an exp or a log-sum-exp that loses its shift; a softplus that switches
+#     formula) passed every check, as it passes gradcheck. Where the layer is small
+#     (SECOND_DRAW_LIMIT elements, as for the second draw) and some input is drawn standard
+#     normal (the default; a declared range or distribution, integers and masks are the layer's
+#     domain and stay as drawn), the float64 reference is judged once more on the first draw with
+#     those inputs scaled by TAILS_SCALE: a quarter of their elements then lie beyond 4.6 and the
+#     largest near 13. Where finite differences cannot judge that draw (an output jumps, noise),
+#     the first draw's verdict stands, as for the second draw, and so it does where the values the
+#     layer detaches on purpose are the whole disagreement there (Note [approximate detaches] in reference.py: a
+#     detached maximum beside an eps moves the derivative more at large magnitudes, by design);
+#     where the layer's outputs are not finite there, a note says at what magnitude (an overflow
+#     a user's activations may reach).
+TAILS_SCALE = 4.0
+
+
+def tails_reference(ctx: Context, *, beside: bool = False) -> Reference | None:
+    """The float64 reference on the first draw with its standard-normal inputs scaled by
+    TAILS_SCALE, for small layers (Note [tails]); None where there is no such draw or it
+    cannot be judged."""
+
+    def build() -> Reference | None:
+        subject = fresh_layer(ctx, torch.float64, beside)
+        if _elements(ctx, subject) > SECOND_DRAW_LIMIT:
+            return None
+        first = ctx.target.inputs(torch.float64)
+        scaled = [_standard_normal(spec) and x.is_floating_point() for spec, x in zip(ctx.target.specs, first)]
+        if not any(scaled):
+            return None
+        inputs = [x * TAILS_SCALE if scale else x for x, scale in zip(first, scaled)]
+        analytic = analytic_run(ctx, subject, inputs)
+        run = analytic.check_ran()
+        problem = nonfinite_problem(run, analytic.fn.names, "float64")
+        if problem is not None:
+            largest_input = max(float(x.abs().max()) for x, scale in zip(inputs, scaled) if scale)
+            ctx.note(f"on the inputs scaled by {TAILS_SCALE:g} (magnitudes up to {largest_input:.3g}), {problem}: "
+                     "the layer overflows at magnitudes a network's activations may reach")
+            return None
+        return _judged_from(ctx, analytic)
+
+    return ctx.shared(f"layercheck.gradients.float64.tails{'.beside' * beside}", build, readers=FLOAT64_READERS)
+
+
+def _standard_normal(spec: Any) -> bool:
+    """Whether an input is drawn standard normal (the default): symmetric about zero, unbounded."""
+    return bool(spec.values.distribution == "normal" and spec.values.mean == 0)
+
+
+def _elements(ctx: Context, subject: Subject) -> int:
+    """The elements of the layer's inputs and parameters: what a further draw costs to difference."""
+    return sum(layout.numel for layout in ctx.layouts) + sum(p.numel() for _, p in subject.parameters())
+
+
+def _judged_on(ctx: Context, subject: Subject, inputs: list[torch.Tensor]) -> Reference | None:
+    return _judged_from(ctx, analytic_run(ctx, subject, inputs))
+
+
+def _judged_from(ctx: Context, analytic: Analytic) -> Reference | None:
+    """The reference of a further draw's run, or None where it has nothing to add to the first
+    draw's verdict: no floating output, outputs that are not finite, or differences that cannot
+    judge it (an output jumps there)."""
+    run = analytic.check_ran()
+    if not run.outputs or any(not all_finite(y) for y in run.outputs):
+        return None
+    try:
+        return judged(ctx, analytic.fn, run)
+    except CheckSkipped:
+        return None
+
+
+def _writes_of(subject: Subject, inputs: Sequence[torch.Tensor]) -> list[str]:
+    """The parameters one training call of ``subject`` on ``inputs`` writes into."""
+    before = {name: p.detach().clone() for name, p in subject.parameters()}
+    subject.forward([x.clone() for x in inputs])
+    return [f"parameter {name!r}" for name, p in subject.parameters()
+            if name in before and not torch.equal(before[name], p.detach())]
+
+
+# Note [second call]
+#     Every evaluation of the gradient check starts from the fresh layer's state, so a path the
+#     layer takes only once its state is set — a cache filled by the first call, a recurrent
+#     state, a counter past its warm-up — is never differenced, while training runs it from the
+#     second step on. When one training call leaves the layer changed in a way its next call
+#     shows (other outputs, or another autograd graph: other operations, another hand-written
+#     Function), the float64 reference is built and judged a second time from the state the first
+#     call leaves. Running statistics that the next training call ignores (BatchNorm) change
+#     neither, and cost nothing more.
+
+
+def eval_reference(ctx: Context, *, beside: bool = False) -> Reference:
+    """The float64 reference of the forward in eval mode (with grad): training-only behaviour —
+    batch statistics, dropout, a power iteration under no_grad — switched off."""
+
+    def build() -> Reference:
+        subject = fresh_layer(ctx, torch.float64, beside)
+        fn = LayerFunction(subject, subject.inputs(), mode=Mode.EVAL)
+        return judged(ctx, fn, fn.gradient(lambda outputs: cotangents(ctx, outputs)))
+
+    return ctx.shared(f"layercheck.gradients.float64.eval{'.beside' * beside}", build, readers=FLOAT64_READERS)
+
+
+def held_constant(ctx: Context, ref: Reference) -> str | None:
+    """When the training-mode gradient disagrees only because the layer holds part of its
+    training forward constant on purpose (Note [stop-gradients] in numerics/trace.py): a note
+    saying so; None when that is not the explanation (the backward is wrong)."""
+    if ref.verdict.passed or not ref.trace.stop_gradients:
+        return None
+    try:
+        agrees = eval_reference(ctx, beside=ref.beside).verdict.passed
+    except (LayerRaised, CheckFailed, CheckSkipped):
+        return None
+    if not agrees:
+        return None
+    used = ", ".join(ref.trace.stop_gradients[:3])
+    return (f"in training mode the layer computes part of its forward under torch.no_grad and uses it ({used}), "
+            "which autograd treats as a constant by the layer's design (a power iteration, an adaptive step, a "
+            "moving average) while finite differences see it move: the training-mode gradients differ from finite "
+            f"differences ({ref.verdict.summary()}); in eval mode they agree, so the backward is right")
+
+
+def second_call_reference(ctx: Context, *, beside: bool = False) -> Reference | None:
+    """The float64 reference from the state the layer's first training call leaves, when that
+    call changes the layer in a way its next call shows (Note [second call]); None otherwise."""
+
+    def build() -> Reference | None:
+        # whether it does is the layer's logic, not its size: asked of the sample of the batch
+        # where there is one (a full-size float64 forward less for every layer that does not)
+        subject = fresh_layer(ctx, torch.float64, beside, sample=True)
+        first = _graph_and_outputs(subject)
+        after_first = subject.checkpoint()
+        if not subject.changes(fresh_layer(ctx, torch.float64, beside, sample=True).checkpoint()):
+            return None  # the first call leaves nothing behind
+        second = _graph_and_outputs(subject)
+        if first == second:
+            return None  # what it leaves behind (running statistics) does not change the next call
+        if subject.target is not ctx.target:  # decided on the sample: the reference is the whole batch's
+            subject = fresh_layer(ctx, torch.float64, beside)
+            subject.forward(subject.inputs(requires_grad=True))  # its first call, as _graph_and_outputs makes it
+            after_first = subject.checkpoint()
+        subject.rewind(after_first)
+        analytic = analytic_run(ctx, subject)
+        return judged(ctx, analytic.fn, analytic.check_ran())
+
+    return ctx.shared(f"layercheck.gradients.float64.second{'.beside' * beside}", build, readers=FLOAT64_READERS)
+
+
+# Note [parameter writes]
+#     A layer may write into its own parameters in its training forward: nn.Embedding with
+#     max_norm renormalises the rows it looks up in place, a face-recognition loss (P2SGrad)
+#     projects its class weights onto the unit sphere. Autograd's gradient is then the gradient
+#     at the written values, by design; finite differences from a layer whose values the write
+#     still moves have every step written over as well (a row moved off the sphere is put back
+#     on it), so they see the gradient of what the write keeps. A write that stops after the
+#     first call is taken for a data-dependent initialisation and made before any check (Note
+#     [data-dependent initialisation] in building.py), so the first draw of the inputs is judged
+#     past it; but a second draw (Note [second draw]) reads other rows of an embedding, which
+#     its first call renormalises: nn.Embedding(10, 4, max_norm=1.0) failed gradients[float64]
+#     there ("wrong gradient of parameter 'weight'", relative error 0.3-1.6). Where the second
+#     draw disagrees and one training call on it writes into a parameter, that draw is judged
+#     again from the state the call leaves, as training's second step sees it (a renormalised
+#     row then lies inside the bound by its margin, which a step of the differences does not
+#     cross); where it agrees there, the check passes with a note. A write that moves the values
+#     in every call (P2SGrad's projection) disagrees however it is taken, and the failure names
+#     the parameters written and why that may be by design.
+
+
+def parameters_written(ctx: Context, *, beside: bool = False) -> list[str]:
+    """The parameters one training call of a fresh layer (past a data-dependent initialisation)
+    writes into: those the layer writes in every call (Note [parameter writes]), asked of the
+    sample of the batch: the layer's logic, not its size."""
+
+    def build() -> list[str]:
+        subject = fresh_layer(ctx, torch.float64, beside, sample=True)
+        return _writes_of(subject, subject.inputs())
+
+    return ctx.shared(f"layercheck.gradients.float64.written{'.beside' * beside}", build, readers=FLOAT64_READERS)
+
+
+def _graph_and_outputs(subject: Subject) -> tuple[tuple[str, ...], tuple[bytes, ...]]:
+    """One training call of the layer: the kinds of its autograd nodes and its outputs' bytes."""
+    outputs = Outputs.of(subject.forward(subject.inputs(requires_grad=True))).floating
+    kinds = tuple(type(node).__name__ for node in backward_nodes(outputs))
+    return kinds, tuple(y.detach().cpu().numpy().tobytes() for y in outputs)
