@@ -231,6 +231,7 @@ def _run_ranks(ctx: Context, reference: str) -> _Ranks:
     start = time.perf_counter()
     store = None
     try:
+        job["launched"] = time.perf_counter()  # CLOCK_MONOTONIC: one clock for every process of this machine
         with open(os.path.join(folder, "job.pkl"), "wb") as f:
             pickle.dump(job, f)
         store = dist.TCPStore(_STORE_HOST, 0, None, is_master=True, wait_for_workers=False,
@@ -293,13 +294,26 @@ class _Verdict:
         self.ranks = ranks
         self.r = ranks.results
         self.tol = ctx.tolerance("float64")
+        timing = self.r[0].get("timing", {})
         self.details: dict[str, Any] = {"ranks": WORLD, "backend": "gloo", "port": ranks.port,
-                                        "seconds": round(ranks.seconds, 2)}
+                                        "seconds": round(ranks.seconds, 2),
+                                        "rank_seconds": {k: round(v, 2) for k, v in timing.items()}}
 
     def judge(self) -> tuple[str, dict[str, Any]]:
+        try:
+            return self._judge()
+        except CheckFailed as failure:
+            failure.details = {**self.details, **failure.details}  # how the run went, failed or not
+            raise
+
+    def _judge(self) -> tuple[str, dict[str, Any]]:
         for rank, result in enumerate(self.r):
             if result.get("setup_error"):
                 raise CheckError(f"rank {rank} could not set up the distributed run: {result['setup_error']}")
+        lost = [i for i, part in enumerate(self.r[0]["reference_slice"]) if part is None]
+        if lost:
+            raise CheckSkipped(f"output {lost[0]} has no dimension that follows the batch (it reduces over it): a "
+                               "rank's output on its part of the batch cannot be compared with the whole batch's")
         mode = self.r[0]["mode"]
         independent = all(self._close(res["solo"]["outputs"], res["reference_slice"]) is None for res in self.r)
         communicates = any(res["solo"]["collectives"] for res in self.r)
@@ -538,17 +552,18 @@ class _Rank:
     def run(self) -> None:
         import torch.distributed as dist
 
+        timing = self.result["timing"] = {"started": time.perf_counter() - self.job["launched"]}
         self._reference()
         store = dist.TCPStore(_STORE_HOST, self.port, None, is_master=False,
                               timeout=datetime.timedelta(seconds=self.job["timeout"]))
         dist.init_process_group("gloo", store=store, rank=self.rank, world_size=WORLD,
                                 timeout=datetime.timedelta(seconds=self.job["timeout"]))
-        self._solo()
-        self._ddp()
-        if self.result["ddp"].get("error"):
-            return  # this rank ends now, so that a rank waiting for it in a collective fails at once too
-        self._fsdp()
-        self._meta()
+        for phase in (self._solo, self._ddp, self._fsdp, self._meta):
+            start = time.perf_counter()
+            phase()
+            timing[phase.__name__.strip("_")] = time.perf_counter() - start
+            if self.result.get("ddp", {}).get("error"):
+                return  # this rank ends now, so that a rank waiting for it in a collective fails at once too
 
     # the whole batch in one process (before the process group exists: a layer that synchronises
     # when torch.distributed is initialised computes here as one process does)
