@@ -108,6 +108,17 @@ def test_without_gloo_it_is_skipped_saying_why(monkeypatch: pytest.MonkeyPatch) 
     assert found.message == "this torch build lacks the gloo backend, which runs ranks on the CPU"
 
 
+def test_where_no_process_can_start_it_is_skipped_saying_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    found = _outcome(nn.Linear, "4,3:BC", in_features=3, out_features=2)
+    assert found.status is Status.SKIPPED
+    assert found.message == ("the rank processes cannot be started here (PermissionError: [Errno 1] Operation not "
+                             "permitted)")
+
+
 def test_a_layer_no_other_process_can_import_is_skipped_saying_why() -> None:
     class Local(nn.Linear):
         pass

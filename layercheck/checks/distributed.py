@@ -132,7 +132,7 @@ def _unavailable() -> str | None:
         return "this torch build has no torch.distributed"
     if not dist.is_gloo_available():
         return "this torch build lacks the gloo backend, which runs ranks on the CPU"
-    if not hasattr(os, "fork") and sys.platform != "win32":
+    if sys.platform in ("emscripten", "wasi"):
         return "this platform cannot start the two rank processes"
     if _loopback() is None:
         return "no loopback network interface (lo) to connect the two ranks on"
@@ -244,10 +244,14 @@ def _run_ranks(ctx: Context, reference: str) -> _Ranks:
             log = os.path.join(folder, f"rank{rank}.log")
             logs.append(log)
             with open(log, "wb") as out:
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-c", "from layercheck.checks.distributed import rank_main; rank_main()",
-                     folder, str(rank), str(port)],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd()))
+                try:
+                    procs.append(subprocess.Popen(
+                        [sys.executable, "-c", "from layercheck.checks.distributed import rank_main; rank_main()",
+                         folder, str(rank), str(port)],
+                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd()))
+                except OSError as exc:
+                    raise CheckSkipped(f"the rank processes cannot be started here ({type(exc).__name__}: {exc})"
+                                       ) from None
         for proc in procs:
             proc.wait()  # the check's time limit interrupts this; the finally below kills what is left
         results = []
@@ -559,10 +563,11 @@ class _Rank:
         dist.init_process_group("gloo", store=store, rank=self.rank, world_size=WORLD,
                                 timeout=datetime.timedelta(seconds=self.job["timeout"]))
         for phase in (self._solo, self._ddp, self._fsdp, self._meta):
+            name = phase.__name__.strip("_")
             start = time.perf_counter()
             phase()
-            timing[phase.__name__.strip("_")] = time.perf_counter() - start
-            if self.result.get("ddp", {}).get("error"):
+            timing[name] = time.perf_counter() - start
+            if self.result.get(name, {}).get("error"):
                 return  # this rank ends now, so that a rank waiting for it in a collective fails at once too
 
     # the whole batch in one process (before the process group exists: a layer that synchronises
