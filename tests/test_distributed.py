@@ -142,6 +142,8 @@ TARGETS = {
     "attention": ("torch.nn:MultiheadAttention", ["5,4,8:TBC"] * 3, {"embed_dim": 8, "num_heads": 2}),
     "prelu": (f"{ROOT / 'layers' / 'prelu.py'}:PReLU", ["4,3,5:BCU"], {}),
     "batchnorm": ("torch.nn:BatchNorm2d", ["4,3,5,5:BCSS"], {"num_features": 3}),
+    "reset_forgets_bias": ("forgets.py:ForgetsBias", ["4,3:BC"], {}),
+    "reset_forgets_buffer": ("tests/zoo/factory_kwargs_reset_forgets_buffer.py", ["2,5,8:BTC"], {}),
 }
 
 _HANGS = '''
@@ -178,10 +180,29 @@ def _harnessed(folder: Path, *options: str) -> dict[str, Any]:
     return dict(data)
 
 
+_FORGETS = '''
+import torch
+from torch import nn
+
+
+class ForgetsBias(nn.Linear):
+    """The bias is set in __init__ only: reset_parameters draws the weight and forgets it."""
+
+    def __init__(self) -> None:
+        super().__init__(3, 2)
+        with torch.no_grad():
+            self.bias.fill_(0.1)
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, std=0.5)
+'''
+
+
 @pytest.fixture(scope="module")
 def shared_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every target above checked by one command-line run."""
     folder = tmp_path_factory.mktemp("distributed")
+    (folder / "forgets.py").write_text(_FORGETS)
     for name, (layer, layouts, kwargs) in TARGETS.items():
         if layer.startswith("tests/"):
             layer = str(ROOT / layer)
@@ -269,3 +290,19 @@ def test_a_layer_that_hangs_on_the_ranks_is_stopped_at_the_time_limit_and_cleane
     (found,) = [r for r in run["results"] if r["check"] == "distributed"]
     assert found["status"] == "error"
     assert found["message"].startswith(f"timed out after {HANG_TIMEOUT} s in distributed")
+
+
+@pytest.mark.slow
+def test_a_parameter_reset_parameters_forgets_is_named_after_meta_init(shared_run: dict[str, Any]) -> None:
+    found = _found(shared_run, "reset_forgets_bias")
+    assert found["status"] == "failed"
+    assert found["message"].startswith("built on the meta device, sharded (fully_shard), to_empty and "
+                                       "reset_parameters, parameter 'bias' keeps what to_empty left (uninitialised "
+                                       "memory)")
+
+
+@pytest.mark.slow
+def test_a_buffer_reset_parameters_forgets_is_a_note(shared_run: dict[str, Any]) -> None:
+    found = _found(shared_run, "reset_forgets_buffer")
+    assert found["status"] == "passed", found["message"]
+    assert "buffer(s) frequencies keep uninitialised memory: set them in reset_parameters" in " ".join(found["notes"])
