@@ -216,6 +216,13 @@ def _found(shared_run: dict[str, Any], name: str) -> dict[str, Any]:
     return dict(found)
 
 
+def _failed(shared_run: dict[str, Any], name: str, start: str) -> dict[str, Any]:
+    """The target's result, which must be a failure whose message starts with ``start``."""
+    found = _found(shared_run, name)
+    assert found["status"] == "failed" and found["message"].startswith(start), found["message"]
+    return found
+
+
 @pytest.mark.slow
 def test_the_run_leaves_no_process_and_no_port_behind(shared_run: dict[str, Any]) -> None:
     assert shared_run["leftover"] == [] and shared_run["zombies"] == []
@@ -227,36 +234,30 @@ def test_the_run_leaves_no_process_and_no_port_behind(shared_run: dict[str, Any]
 
 @pytest.mark.slow
 def test_a_parameter_unused_on_one_rank_is_named_with_ddp_error_and_fix(shared_run: dict[str, Any]) -> None:
-    found = _found(shared_run, "unused_on_one_rank")
-    assert found["status"] == "failed"
-    assert found["message"].startswith("under DistributedDataParallel, parameter(s) 'outlier.weight' got no gradient "
-                                       "on rank 1 in step 1 (rank 0 used them). DDP raised: RuntimeError: Expected to "
-                                       "have finished reduction in the prior iteration before starting a new one.")
+    found = _failed(shared_run, "unused_on_one_rank",
+                    "under DistributedDataParallel, parameter(s) 'outlier.weight' got no gradient on rank 1 in step 1 "
+                    "(rank 0 used them). DDP raised: RuntimeError: Expected to have finished reduction in the prior "
+                    "iteration before starting a new one.")
     assert "find_unused_parameters=True" in found["message"] and "restructure the branch" in found["message"]
 
 
 @pytest.mark.slow
 def test_a_parameter_unused_on_odd_steps_is_named(shared_run: dict[str, Any]) -> None:
-    found = _found(shared_run, "unused_odd_steps")
-    assert found["status"] == "failed"
-    assert found["message"].startswith("under DistributedDataParallel, parameter(s) 'refine.weight', 'refine.bias' "
-                                       "got no gradient on rank 0 in step 2.")
+    found = _failed(shared_run, "unused_odd_steps", "under DistributedDataParallel, parameter(s) 'refine.weight', "
+                                                    "'refine.bias' got no gradient on rank 0 in step 2.")
     assert found["details"]["step"] == 2 and found["details"]["unused"] == ["refine.weight", "refine.bias"]
 
 
 @pytest.mark.slow
 def test_per_rank_statistics_where_the_global_batch_was_meant_fail(shared_run: dict[str, Any]) -> None:
-    found = _found(shared_run, "local_batch_statistics")
-    assert found["status"] == "failed"
-    assert found["message"].startswith("the layer communicates across ranks in its training forward")
+    found = _failed(shared_run, "local_batch_statistics",
+                    "the layer communicates across ranks in its training forward")
     assert "per-rank batch statistics where the global batch was meant" in found["message"]
 
 
 @pytest.mark.slow
 def test_a_buffer_updated_from_rank_local_data_is_named(shared_run: dict[str, Any]) -> None:
-    found = _found(shared_run, "rank_local_buffer")
-    assert found["status"] == "failed"
-    assert found["message"].startswith("after one DDP step, buffer(s) 'max_abs' (")
+    found = _failed(shared_run, "rank_local_buffer", "after one DDP step, buffer(s) 'max_abs' (")
     assert "differ between rank 0 and rank 1" in found["message"] and "Fix: all_reduce the update" in found["message"]
 
 
@@ -294,11 +295,9 @@ def test_a_layer_that_hangs_on_the_ranks_is_stopped_at_the_time_limit_and_cleane
 
 @pytest.mark.slow
 def test_a_parameter_reset_parameters_forgets_is_named_after_meta_init(shared_run: dict[str, Any]) -> None:
-    found = _found(shared_run, "reset_forgets_bias")
-    assert found["status"] == "failed"
-    assert found["message"].startswith("built on the meta device, sharded (fully_shard), to_empty and "
-                                       "reset_parameters, parameter 'bias' keeps what to_empty left (uninitialised "
-                                       "memory)")
+    _failed(shared_run, "reset_forgets_bias", "built on the meta device, sharded (fully_shard), to_empty and "
+                                              "reset_parameters, parameter 'bias' keeps what to_empty left "
+                                              "(uninitialised memory)")
 
 
 @pytest.mark.slow
