@@ -26,7 +26,7 @@ SPEC_ORDER = (
     "finite", "noncontiguous", "meta_device", "registered_tensors", "state_dict",
     "backward_pure", "factory_kwargs", "copy", "grad_output",
     "op_schema", "op_fake", "op_autograd_registration", "op_aot_dispatch",
-    "export", "compile", "gradgrad", "forward_ad", "autocast", "vmap", "train_step",
+    "export", "compile", "gradgrad", "forward_ad", "autocast", "vmap", "train_step", "distributed",
 )
 
 CheckFn = Callable[["Context"], Any]
