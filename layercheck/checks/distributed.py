@@ -691,7 +691,8 @@ class _Rank:
             record["error"] = f"{type(exc).__name__}: {exc}"
 
     def _meta(self) -> None:
-        from layercheck.subject import initialize, seeded
+        from layercheck.building import initialize
+        from layercheck.seeding import seeded
 
         record: dict[str, Any] = {"parameters": {}, "buffers": {}}
         self.result["meta"] = record
@@ -761,7 +762,7 @@ def _collectives(dist: Any) -> int:
 
 
 def _normal(shape: tuple[int, ...], seed: int) -> torch.Tensor:
-    from layercheck.subject import standard_normal
+    from layercheck.seeding import standard_normal
 
     return standard_normal(shape, seed)
 
