@@ -5,12 +5,15 @@ checking). It runs on CUDA tensors only, so layercheck checks it with ``--on cud
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
 from torch import nn
 
 BLOCK = 1024
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"  # Triton's interpreter runs the kernels on CPU tensors
 BUG = 1.0  # the buggy twin scales the input gradient of the negative side
 
 
@@ -36,8 +39,9 @@ def _leaky_backward(x_ptr, slope_ptr, grad_ptr, dx_ptr, scale, n, BLOCK: tl.cons
 class LeakyFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        if not x.is_cuda:
-            raise RuntimeError("LeakyFunction is a Triton kernel: it runs on CUDA tensors only")
+        if not x.is_cuda and not INTERPRETED:
+            raise RuntimeError("LeakyFunction is a Triton kernel: it runs on CUDA tensors only "
+                               "(or on CPU tensors under Triton's interpreter, TRITON_INTERPRET=1)")
         x = x.contiguous()
         slope = slope.to(x.dtype).contiguous()
         y = torch.empty_like(x)
