@@ -104,15 +104,18 @@ _NO_DRIVER = re.compile(r"\b0 active drivers\b|\bno NumPy body under Triton's in
 def environment_limit(exc: BaseException | None) -> str | None:
     """The message for an exception that says Triton needs a GPU this machine lacks (an
     autotuner benchmarking, a libdevice function without a NumPy body), else None."""
-    seen = 0
-    while exc is not None and seen < 8:
+    matched = None
+    for _ in range(8):  # the innermost exception that says so: the layer's, not a check's wrapping of it
+        if exc is None:
+            break
         if _NO_DRIVER.search(str(exc)):
-            first = str(exc).strip().splitlines()[0]
-            return (f"{NEEDS_GPU} ({first}). Check the layer on a GPU with --on cuda, or report the gap: "
-                    "layercheck closes the Triton interpreter's known ones (README, \"Triton and CUDA layers\")")
+            matched = exc
         exc = getattr(exc, "exc", None) or exc.__cause__ or exc.__context__
-        seen += 1
-    return None
+    if matched is None:
+        return None
+    first = str(matched).strip().splitlines()[0]
+    return (f"{NEEDS_GPU} ({type(matched).__name__}: {first}). Check the layer on a GPU (--on cuda); layercheck closes "
+            "the known gaps of Triton's interpreter (README, \"Triton and CUDA layers\")")
 
 
 # -- the gaps --------------------------------------------------------------------------------------
