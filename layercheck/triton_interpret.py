@@ -223,7 +223,7 @@ for _name in ("exp", "log", "log2", "log10", "exp10", "sin", "cos", "tan", "tanh
 
 
 def _numpy_body(name: str, arity: int, fn: Callable[..., Any]) -> Callable[..., Any]:
-    def body(*args: Any, _semantic: Any = None, **_: Any) -> Any:
+    def body(*args: Any, _semantic: Any = None, **kwargs: Any) -> Any:
         semantic = _interpreter.interpreter_semantic
         if len(args) != arity:
             raise TypeError(f"libdevice.{name} takes {arity} argument(s), got {len(args)}")
