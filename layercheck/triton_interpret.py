@@ -12,10 +12,10 @@ Note [triton interpreter]
     ``TRITON_INTERPRET=1`` in the environment), or by itself where Triton is installed and there
     is no GPU it could compile for: a kernel cannot run there any other way, and a layer without
     Triton kernels is not affected. Four gaps keep kernels that run compiled from running
-    interpreted; each is closed here, where a probe kernel of a few elements shows it open, in
-    every process that interprets, before the layer is imported (so that a libdevice function
-    imported by name binds to its NumPy body). A Triton release that closes a gap makes its
-    probe pass and its patch is not installed. Tested on Triton 3.9.0 (torch 2.13 CPU, the
+    interpreted; each is closed here, where a probe kernel of a few elements shows it open, once
+    per process, when the first kernel is launched under the interpreter (a process that
+    launches none pays nothing). A Triton release that closes a gap makes its probe pass and its
+    patch is not installed. Tested on Triton 3.9.0 (torch 2.13 CPU, the
     version ``pip install triton`` gave) and 3.8.0, where all three are open.
 
     - ``@triton.jit`` functions decorated before the switch are compiled kernels, which the
@@ -33,8 +33,9 @@ Note [triton interpreter]
       backends) have no body there: the generic ones return None, the backends' ones raise
       "extern_elementwise not supported in interpreter mode". Probe: a kernel storing
       ``libdevice.rsqrt(x)``. Patch: the math functions of :data:`_NUMPY` get NumPy bodies,
-      computed in the arguments' promoted dtype, as compiled Triton dispatches them; the others
-      raise saying that they need a GPU (an environment limit, see :func:`environment_limit`).
+      computed in the arguments' promoted dtype, as compiled Triton dispatches them (also where
+      a module imported them by name); the others raise saying that they need a GPU (an
+      environment limit, see :func:`environment_limit`).
     - ``@triton.autotune`` with several configs benchmarks them on the GPU driver ("0 active
       drivers"). Probe: a two-config autotuned kernel. Patch: under the interpreter it runs the
       first config left after the kernel's own pruning, without benchmarking (timings of
@@ -76,7 +77,7 @@ def wanted(asked: bool) -> bool:
     on = asked or _STARTED_WITH == "1" or not gpu_present()
     if on:
         os.environ[ENV] = "1"
-        close_gaps()
+        _probe_at_first_launch()
     elif _STARTED_WITH is None:
         os.environ.pop(ENV, None)
     else:
@@ -121,6 +122,23 @@ def environment_limit(exc: BaseException | None) -> str | None:
 # -- the gaps --------------------------------------------------------------------------------------
 
 _gaps: dict[str, str] | None = None  # gap -> what was found, once per process
+
+
+def _probe_at_first_launch() -> None:
+    """Close the gaps when the first kernel is launched under the interpreter (``kernel[grid]``):
+    a process whose layer launches none pays nothing for the probes (0.18 s)."""
+    interface = triton.runtime.KernelInterface
+    if getattr(interface.__getitem__, "_layercheck", False):
+        return
+    launch = interface.__getitem__
+
+    def __getitem__(self: Any, grid: Any) -> Any:
+        if os.environ.get(ENV) == "1":
+            close_gaps()
+        return launch(self, grid)
+
+    __getitem__._layercheck = True  # type: ignore[attr-defined]
+    interface.__getitem__ = __getitem__
 
 
 def close_gaps() -> dict[str, str]:
@@ -268,12 +286,22 @@ def _libdevice_modules() -> list[Any]:
 
 
 def _numpy_libdevice() -> None:
+    replaced: dict[int, Callable[..., Any]] = {}
     for module in _libdevice_modules():
         for name, value in list(vars(module).items()):
             if name.startswith("_") or not callable(value) or getattr(value, "__module__", None) != module.__name__:
                 continue
             arity, fn = _NUMPY.get(name, (0, None))
-            setattr(module, name, _numpy_body(name, arity, fn) if fn is not None else _missing_body(name))
+            replaced[id(value)] = _numpy_body(name, arity, fn) if fn is not None else _missing_body(name)
+            setattr(module, name, replaced[id(value)])
+    # the functions a module imported by name before (from ...libdevice import rsqrt)
+    for module in list(sys.modules.values()):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict) or getattr(module, "__name__", "").startswith("triton.language.extra"):
+            continue
+        for name, value in list(names.items()):
+            if callable(value) and id(value) in replaced:
+                names[name] = replaced[id(value)]
 
 
 def _autotune_kernel(out_ptr, BLOCK: tl.constexpr):
