@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import platform
 import signal
 import sys
@@ -586,6 +587,9 @@ def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
     except CheckTimeout:
         assert timeout is not None
         status, message, blocking = Status.ERROR, timeout_message(timeout, label(info.id, ctx.variant)), True
+        if _KERNELS.get(ctx.target.name) and os.environ.get("TRITON_INTERPRET") == "1":
+            message += (". Its Triton kernels run under Triton's interpreter, one program after another in NumPy: "
+                        "check it at smaller layouts (fewer programs), or with a larger --timeout")
         details = {"traceback": traceback.format_exc(limit=-8)}
     except CheckError as exc:
         status, message, blocking, caught = Status.ERROR, str(exc), True, exc

@@ -15,8 +15,8 @@ Note [triton interpreter]
     interpreted; each is closed here, where a probe kernel of a few elements shows it open, once
     per process, when the first kernel is launched under the interpreter (a process that
     launches none pays nothing). A Triton release that closes a gap makes its probe pass and its
-    patch is not installed. Tested on Triton 3.9.0 (torch 2.13 CPU, the
-    version ``pip install triton`` gave) and 3.8.0, where all three are open.
+    patch is not installed. Tested on Triton 3.9.0 (what ``pip install triton`` gave beside torch
+    2.13 CPU) and 3.8.0: all four are open on both (tests/test_triton.py passes on both).
 
     - ``@triton.jit`` functions decorated before the switch are compiled kernels, which the
       interpreter cannot call ("Cannot call @triton.jit'd outside of the scope of a kernel"):

@@ -220,6 +220,48 @@ def test_a_layer_that_asks_triton_for_its_gpu_gets_an_environment_limit_not_a_fa
                                         "(RuntimeError: 0 active drivers")
 
 
+def test_an_interpreted_layer_that_runs_past_its_limit_is_told_about_the_interpreter(tmp_path: Path) -> None:
+    path = tmp_path / "spins.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def _spin(y_ptr, n):
+            total = 0.0
+            for _ in range(n):
+                total += 1.0
+            tl.store(y_ptr, total)
+
+        class Spins(torch.nn.Module):
+            def forward(self, x):
+                y = torch.zeros(1)
+                _spin[(1,)](y, 10**12)
+                return x * y
+        """))
+    code, run, _ = run_json(str(path), "--layout", "4,3:BC", "--interpret", "--check", "forward_runs", "--timeout", "1")
+    result = by_check(run)[("forward_runs", "")]
+    assert code == 1 and result["status"] == "error"
+    assert result["message"].startswith("timed out after 1 s in forward_runs")
+    assert "Its Triton kernels run under Triton's interpreter" in result["message"]
+
+
+@no_gpu
+def test_a_triton_layer_that_refuses_cpu_tensors_is_told_about_interpret_and_on_cuda() -> None:
+    import layercheck
+
+    class CudaOnly(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("this is a Triton kernel: it runs on CUDA tensors only")
+
+    report = layercheck.check_layer(CudaOnly, "4,3:BC", checks=["forward_runs"])
+    (result,) = [r for r in report.results if r.check == "forward_runs"]
+    assert result.status.value == "failed"
+    assert result.message.endswith("check it there with --on cuda (a spec's on: cuda), or, where its Triton kernels "
+                                   "take CPU tensors, under Triton's interpreter with --interpret")
+
+
 # -- the option and the spec key ------------------------------------------------------------------
 
 
