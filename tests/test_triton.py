@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from layercheck import runner as layercheck_runner
 from layercheck.cli import app
 
-from conftest import ROOT
+from conftest import ROOT, run_zoo
 
 triton = pytest.importorskip("triton")
 from layercheck import limits, triton_interpret  # noqa: E402  (it imports Triton)
@@ -322,39 +322,23 @@ def test_the_triton_gated_mlp_passes_and_its_twin_fails_the_gate_path() -> None:
 # -- the diagnosis inside the time limit ----------------------------------------------------------
 
 
-class _WrongBackward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        return grad * 2 * x * (1 + (x > 1).to(x.dtype))  # wrong where x > 1
-
-
-class _Square(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _WrongBackward.apply(x)
-
-
 def test_a_diagnosis_out_of_time_names_the_wrong_tensor_and_says_it_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    import layercheck
     from layercheck.numerics import locate
 
-    full = layercheck.check_layer(_Square, "6,40:BC", checks=["gradients"])
-    (result,) = [r for r in full.results if r.check == "gradients" and r.variant == "float64"]
-    assert result.status.value == "failed" and "narrowed down no further" not in result.message
-    assert result.details["wrong"][0]["regions"] or result.details["wrong"][0]["elements"]
+    def float64_result() -> Any:
+        report = run_zoo("gradients_region_bug", only=("gradients",))
+        (result,) = [r for r in report.results if r.check == "gradients" and r.variant == "float64"]
+        assert result.status.value == "failed" and "wrong gradient of input 0" in result.message
+        return result
+
+    full = float64_result()
+    assert "narrowed down no further" not in full.message and full.details["wrong"][0]["regions"]
     # a check that has spent its time (as a slow interpreted layer does) stops narrowing at once
     monkeypatch.setattr(locate, "AFTER_DIAGNOSIS", 1e9)
-    cut = layercheck.check_layer(_Square, "6,40:BC", checks=["gradients"])
-    (result,) = [r for r in cut.results if r.check == "gradients" and r.variant == "float64"]
-    assert result.status.value == "failed" and "wrong gradient of input 0" in result.message
-    assert "narrowed down no further: the diagnosis had spent its share of the check's time limit" in result.message
-    (wrong,) = result.details["wrong"]
-    assert wrong["cut_short"] and not wrong["regions"] and not wrong["elements"]
+    cut = float64_result()
+    assert "narrowed down no further: the diagnosis had spent its share of the check's time limit" in cut.message
+    wrong = cut.details["wrong"][0]
+    assert wrong["tensor"] == "input 0" and wrong["cut_short"] and not wrong["regions"] and not wrong["elements"]
 
 
 def test_the_check_clock_is_the_running_checks_own() -> None:

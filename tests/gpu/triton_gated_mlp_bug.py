@@ -5,17 +5,9 @@ the gradients reaching x and the gate's weight are wrong (the up and down weight
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from _twin import with_bug
 
-_spec = importlib.util.spec_from_file_location("layercheck_gpu_triton_gated_mlp_bug_base",
-                                               Path(__file__).with_name("triton_gated_mlp.py"))
-assert _spec is not None and _spec.loader is not None
-_base = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = _base
-_spec.loader.exec_module(_base)
-_base.PRODUCT_RULE = 0.0
+_base = with_bug("triton_gated_mlp.py", PRODUCT_RULE=0.0)
 
 
 class BuggyTritonGatedMLP(_base.TritonGatedMLP):

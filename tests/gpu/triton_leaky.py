@@ -1,7 +1,7 @@
-"""Correct, GPU only: a leaky ReLU with a learnable slope whose forward and backward are
-Triton kernels (a hand-written backward, the kind of layer whose backward most needs
-checking). It runs on CUDA tensors only, so layercheck checks it with ``--on cuda``;
-``triton_leaky_bug.py`` is the same layer with a backward bug."""
+"""Correct: a leaky ReLU with a learnable slope whose forward and backward are Triton kernels
+(a hand-written backward, the kind of layer whose backward most needs checking). It runs on
+CUDA tensors (``--on cuda``), or on CPU tensors under Triton's interpreter (``--interpret``, on
+by itself without a GPU); ``triton_leaky_bug.py`` is the same layer with a backward bug."""
 
 from __future__ import annotations
 

@@ -5,17 +5,9 @@ last, a race). `gradients` must catch it, naming the parameter 'weight'."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from _twin import with_bug
 
-_spec = importlib.util.spec_from_file_location("layercheck_gpu_triton_rmsnorm_bug_base",
-                                               Path(__file__).with_name("triton_rmsnorm.py"))
-assert _spec is not None and _spec.loader is not None
-_base = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = _base
-_spec.loader.exec_module(_base)
-_base.ACCUMULATE = False
+_base = with_bug("triton_rmsnorm.py", ACCUMULATE=False)
 
 
 class BuggyTritonRMSNorm(_base.TritonRMSNorm):
