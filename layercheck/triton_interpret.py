@@ -88,13 +88,16 @@ def wanted(asked: bool) -> bool:
 def kernels_defined(modules: Iterable[str]) -> list[str]:
     """The Triton kernels (``@triton.jit``, autotuned or not) defined in these modules."""
     found = []
-    for name in modules:
+    for name in sorted(modules):
         module = sys.modules.get(name)
-        if module is None or name.partition(".")[0] in ("triton", "torch"):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict) or name.partition(".")[0] in ("triton", "torch"):
             continue
-        for key, value in list(vars(module).items()):
-            if isinstance(value, triton.runtime.KernelInterface) and getattr(value, "__module__", None) != __name__:
-                found.append(f"{name}.{key}")
+        try:
+            found += [f"{name}.{key}" for key, value in list(names.items())
+                      if isinstance(value, triton.runtime.KernelInterface)]
+        except Exception:  # what a layer put in sys.modules may raise when looked at
+            continue
     return found
 
 
