@@ -147,6 +147,7 @@ def run(
     enable: Annotated[list[str] | None, typer.Option("--enable", "-e", metavar="ID[:VARIANT]", help="Also run this opt-in check (ID or ID:VARIANT); repeatable.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", min=0, max=2**32 - 1, metavar="N", help="Seed for generated inputs and random streams (default: the spec's, else 0).")] = None,
     device: Annotated[list[str] | None, typer.Option("--device", metavar="DEVICE", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
+    interpret: Annotated[bool, typer.Option("--interpret", help="Run Triton kernels under Triton's interpreter, on CPU tensors (a spec's interpret: true); on by itself where Triton is installed and there is no GPU. Slow: use small layouts.")] = False,
     on: Annotated[str | None, typer.Option("--on", metavar="DEVICE", show_default=False, help="Run every check with the layer and its inputs on this device, e.g. cuda (default: the spec's on:, else the CPU): for layers that only run on a GPU.")] = None,
     tolerance: Annotated[list[str] | None, typer.Option("--tolerance", metavar="CHECK.DTYPE=VALUE", help="Tolerance override CHECK.DTYPE=VALUE, e.g. needs_input_grad.float32=1e-2 (a bare DTYPE=VALUE is the gradient check's); `layercheck checks ID` lists a check's tolerances.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.0, metavar="SECONDS", help="Time limit per check in seconds (0: none).")] = limits.DEFAULT_TIMEOUT,
@@ -183,7 +184,8 @@ def run(
     kwargs = dict(_keyword(text) for text in kwarg or [])
     if no_isolate and jobs != 1:
         raise UsageError("--no-isolate runs the checks in this process, one target after another: it cannot be combined with --jobs")
-    specs = _collect_targets(targets, inputs, constants, args, kwargs, verbose=verbose, import_layers=no_isolate)
+    specs = _collect_targets(targets, inputs, constants, args, kwargs, verbose=verbose, import_layers=no_isolate,
+                             interpret=interpret)
     memory = limits.memory_limit(max_memory)
     for spec in specs:
         limits.refuse_oversized(spec.name, spec.layouts, memory)
@@ -205,7 +207,9 @@ def run(
         timeout_total=timeout_total or None,
         max_memory=memory.bytes,
         strict=strict,
+        interpret=interpret,
     )
+    runner.check_interpreter(specs, options)
     runner.check_devices(options.devices)
     if options.on is not None:
         runner.check_devices([options.on], "--on")
@@ -356,9 +360,11 @@ def reflow(doc: str) -> str:
 
 
 def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dict[str, Any], args: list[Any],
-                     kwargs: dict[str, Any], *, verbose: bool = False, import_layers: bool = True) -> list[TargetSpec]:
+                     kwargs: dict[str, Any], *, verbose: bool = False, import_layers: bool = True,
+                     interpret: bool = False) -> list[TargetSpec]:
     """Spec files, folders of specs and layer references, validated before anything runs; a
-    layer reference is imported here only with ``import_layers`` (else a worker process does)."""
+    layer reference is imported here only with ``import_layers`` (else a worker process does),
+    its Triton kernels decorated for the interpreter as the run's import would (``interpret``)."""
     specs: list[TargetSpec] = []
     layer_targets = 0
     for text in targets:
@@ -380,8 +386,10 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
                 raise UsageError(f"{text}: a layer target needs --layout SIZES:FORMAT (once per input), e.g. --layout 24,24,20,128:SSCB")
             if import_layers:
                 from layercheck.loading import TargetNotFound, resolve
+                from layercheck.runner import prepare_interpreter
 
                 try:
+                    prepare_interpreter(interpret)
                     resolve(text, base_dir=Path.cwd())
                 except TargetNotFound as exc:
                     raise UsageError(str(exc)) from None

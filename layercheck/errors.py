@@ -101,6 +101,8 @@ def layer_failure(exc: LayerRaised, what: str = "", *, hint: str = "", blocking:
     if not hint and exc.device == "cpu" and _NEEDS_GPU.search(str(exc.exc)):
         hint = (". The layer seems to run only on a GPU: layercheck runs it on the CPU unless told otherwise; check "
                 "it there with --on cuda (a spec's on: cuda)")
+        if "triton" in str(exc.exc).lower():
+            hint += ", or, where its Triton kernels take CPU tensors, under Triton's interpreter with --interpret"
     return CheckFailed(f"{prefix}{exc}{hint}", blocking=blocking, phase=exc.phase, traceback=exc.trace, **details)
 
 

@@ -44,6 +44,7 @@ class Invocation:
     enable: tuple[str, ...] = ()
     constants: Mapping[str, Any] = field(default_factory=dict)  # plain keyword values of the call
     on: str | None = None  # the device the suite runs on (--on), when not the CPU by default
+    interpret: bool = False  # --interpret given (a spec's own interpret: is in the spec)
     version: str = __version__
 
     @property
@@ -93,6 +94,8 @@ class Invocation:
             words += ["--enable", enabled]
         if self.on is not None:
             words += ["--on", self.on]
+        if self.interpret:
+            words += ["--interpret"]
         return words
 
     def python(self, selector: str) -> str:

@@ -17,6 +17,7 @@ import math
 import os
 import re
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,32 @@ from layercheck.layout import Layout
 
 DEFAULT_TIMEOUT = 300.0
 """Each check's time limit in seconds unless ``--timeout`` says otherwise."""
+
+_clock: tuple[float, float] | None = None  # the running check's start and end, in time.monotonic()
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """While the block runs, :func:`check_clock` says how much of ``seconds`` (a check's time
+    limit) is spent and left, so that work a check may cut short (narrowing a wrong gradient
+    down) stays inside it."""
+    global _clock
+    before = _clock
+    now = time.monotonic()
+    _clock = None if seconds is None or seconds <= 0 else (now, now + seconds)
+    try:
+        yield
+    finally:
+        _clock = before
+
+
+def check_clock() -> tuple[float, float] | None:
+    """(seconds spent, seconds left) of the running check's time limit (:func:`deadline`), None without one."""
+    if _clock is None:
+        return None
+    now = time.monotonic()
+    return now - _clock[0], max(0.0, _clock[1] - now)
+
 
 # Note [memory estimate]
 # The estimate is one float64 forward+backward of the layer times the multiple of it the

@@ -15,8 +15,11 @@ This module runs checks in the current process (the Python API, the pytest plugi
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import os
 import platform
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -74,6 +77,7 @@ class Options:
     timeout_total: float | None = None  # the whole run's limit (--timeout-total)
     max_memory: int | None = None  # bytes a worker process may allocate beyond its start (--max-memory)
     strict: bool = False  # a check that applies but could not judge the layer fails (--strict)
+    interpret: bool = False  # Triton kernels run under Triton's interpreter (--interpret; triton_interpret.py)
     contained: bool = False  # set in a worker process: prints are captured, a KeyboardInterrupt is the layer's
 
 
@@ -139,10 +143,11 @@ def invocation_of(spec: TargetSpec, options: Options) -> Invocation:
     seed, tolerance = seed_of(spec, options), dict(options.tolerance)
     if spec.source is not None:
         return Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance, devices=options.devices,
-                          enable=options.enable, on=options.on)  # a spec's own on: is in the spec
+                          enable=options.enable, on=options.on,
+                          interpret=options.interpret)  # a spec's own on: and interpret: are in the spec
     return Invocation(spec.layer, layouts=spec.inputs, args=spec.args, kwargs=dict(spec.kwargs), seed=seed,
                       tolerance=tolerance, devices=options.devices, enable=options.enable, constants=spec.constants,
-                      on=on_of(spec, options))
+                      on=on_of(spec, options), interpret=options.interpret or spec.interpret)
 
 
 def make_target(spec: TargetSpec, options: Options) -> Target:
@@ -187,15 +192,61 @@ def run_spec(spec: TargetSpec, options: Options, progress: Progress | None = Non
                       record=record, listener=listener, deadline=deadline)
 
 
-def load_target(spec: TargetSpec, options: Options) -> Target:
+def load_target(spec: TargetSpec, options: Options, *, announce: bool = True) -> Target:
     """Import the spec's layer, under the time limit and with global settings put back;
-    raises LoadError (TargetNotFound when the file, module or class does not exist)."""
+    raises LoadError (TargetNotFound when the file, module or class does not exist).
+    Triton kernels are decorated for Triton's interpreter where asked or where there is no GPU
+    (Note [triton interpreter]); ``announce``: say so on stderr when it was not asked for."""
+    asked = options.interpret or spec.interpret
     try:
         with _time_limit(options.timeout), contained(capture=options.contained, echo=True):
-            return make_target(spec, options)
+            interpreter = prepare_interpreter(asked)
+            if interpreter is None:
+                return make_target(spec, options)
+            before = set(sys.modules)
+            target = make_target(spec, options)
+            # the modules the import added, and those of the layer's classes (imported before: --no-isolate)
+            modules = set(sys.modules) - before | {getattr(c, "__module__", "") for c in getattr(
+                target.cls, "__mro__", [target.cls])}
+            kernels = _KERNELS.setdefault(spec.name, interpreter.kernels_defined(modules))
+            if kernels and not asked and announce:
+                shown = ", ".join(name.rpartition(".")[2] for name in kernels[:4]) + (", ..." * (len(kernels) > 4))
+                print(f"{spec.name}: Triton kernels ({shown}) and no GPU here: they run under Triton's interpreter, "
+                      "on CPU tensors (as with --interpret)", file=sys.stderr)
+            return target
     except CheckTimeout:
         raise LoadError(f"importing the layer ran past the time limit of {options.timeout:g} s "
                         "(does its module hang at import?)") from None
+
+
+_TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
+_KERNELS: dict[str, list[str]] = {}  # target name -> the Triton kernels its import defined, in this process
+
+
+def prepare_interpreter(asked: bool) -> Any:
+    """Before a layer is imported: switch Triton's interpreter on where it is asked for or there
+    is no GPU, and return layercheck.triton_interpret then (Note [triton interpreter]); None where
+    it stays off, or Triton is not installed or cannot be imported (a LoadError where asked for)."""
+    if not asked and not _TRITON_INSTALLED:
+        return None
+    try:
+        from layercheck import triton_interpret
+    except Exception as exc:
+        if asked:
+            raise LoadError(f"Triton's interpreter was asked for (--interpret, interpret: true), and importing Triton "
+                            f"raised {type(exc).__name__}: {exc}") from None
+        return None
+    return triton_interpret if triton_interpret.wanted(asked) else None
+
+
+def check_interpreter(specs: Sequence[TargetSpec], options: Options) -> None:
+    """Raises UsageError when Triton's interpreter is asked for and Triton is not installed."""
+    for spec in specs:
+        if options.interpret or spec.interpret:
+            where = "--interpret" if options.interpret else f"{spec.name}: interpret: true"
+            if not _TRITON_INSTALLED:
+                raise UsageError(f"{where}: Triton's interpreter needs Triton, which is not installed "
+                                 "(pip install triton)")
 
 
 def error_run(spec: TargetSpec, options: Options, error: str, *, seconds: float = 0.0) -> RunReport:
@@ -518,7 +569,7 @@ def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
     skip = None
     caught: BaseException | None = None
     try:
-        with _time_limit(timeout):
+        with _time_limit(timeout), limits.deadline(timeout):
             value = info.func(ctx)
         status, message = Status.PASSED, ""
         if isinstance(value, tuple):
@@ -536,6 +587,9 @@ def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
     except CheckTimeout:
         assert timeout is not None
         status, message, blocking = Status.ERROR, timeout_message(timeout, label(info.id, ctx.variant)), True
+        if _KERNELS.get(ctx.target.name) and os.environ.get("TRITON_INTERPRET") == "1":
+            message += (". Its Triton kernels run under Triton's interpreter, one program after another in NumPy: "
+                        "check it at smaller layouts (fewer programs), or with a larger --timeout")
         details = {"traceback": traceback.format_exc(limit=-8)}
     except CheckError as exc:
         status, message, blocking, caught = Status.ERROR, str(exc), True, exc
@@ -553,11 +607,25 @@ def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
     except BaseException as exc:  # SystemExit, GeneratorExit, a layer's own BaseException subclass
         status, blocking, message = Status.ERROR, True, f"{label(info.id, ctx.variant)}: {_ended(exc)}"
         details = {"traceback": user_trace(exc)}
+    limit = _environment_limit(caught) if status in (Status.FAILED, Status.ERROR) else None
+    if limit is not None:  # Triton asked for a GPU driver this machine lacks: not the layer's failure
+        status, message, blocking = Status.ERROR, limit, True
     oom = limits.out_of_memory(caught) if caught is not None else None
     if oom is not None:
         status, blocking = Status.ERROR, True
         message = _out_of_memory_message(oom, label(info.id, ctx.variant), options)
     return status, message, details, blocking, skip
+
+
+def _environment_limit(caught: BaseException | None) -> str | None:
+    """What a check that failed because Triton needs a GPU here reports instead (triton_interpret)."""
+    if caught is None or "triton" not in sys.modules or not _TRITON_INSTALLED:
+        return None
+    try:
+        from layercheck import triton_interpret
+    except Exception:
+        return None
+    return triton_interpret.environment_limit(caught)
 
 
 def _ended(exc: BaseException) -> str:

@@ -14,7 +14,7 @@ from layercheck.inputs import InputSpec, input_from_mapping
 from layercheck.layout import Layout
 from layercheck.registry import DTYPE_NAMES
 
-_KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance", "on")
+_KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance", "on", "interpret")
 _CHECK_KEYS = ("skip", "enable")
 _SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -35,6 +35,7 @@ class TargetSpec:
     source: Path | None = None
     constants: Mapping[str, Any] = field(default_factory=dict)  # plain keyword values of the call
     on: str | None = None  # the device the suite runs the layer on (on:), the CPU when None
+    interpret: bool = False  # its Triton kernels run under Triton's interpreter (interpret:)
 
     @property
     def layouts(self) -> tuple[Layout, ...]:
@@ -153,9 +154,11 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
     on = _expect(data, "on", str, where, "a device such as cuda or cuda:1", default=None)
     if on is not None:
         on = parse_device(on, f"{where}: on")
+    interpret = _expect(data, "interpret", bool, where, "true or false (Triton's interpreter)", default=False)
     base_dir = source.parent if source is not None else Path.cwd()
     return TargetSpec(
         on=on,
+        interpret=interpret,
         layer=layer.strip(),
         inputs=tuple(tensors),
         constants=constants,

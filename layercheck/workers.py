@@ -232,7 +232,7 @@ def _load(spec: TargetSpec, options: runner.Options) -> tuple[str, str | None]:
     """Import a layer named on the command line: ("missing", why) when it does not exist (a
     usage error), ("failed", the run's error) when it cannot be imported, ("loaded", None)."""
     try:
-        runner.load_target(spec, options)
+        runner.load_target(spec, options, announce=False)  # the check that follows says what it needs to
     except TargetNotFound as exc:
         return "missing", str(exc)
     except LoadError as exc:

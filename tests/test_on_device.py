@@ -2,8 +2,8 @@
 layers that only run on a GPU. On a machine without CUDA the CUDA tests skip; what can be
 checked here is that --on cpu changes no verdict, that the option and the key are validated
 and carried into reproduce commands, and that a GPU-only layer run on the CPU is told about
---on. tests/gpu/ holds the Triton layers (a correct one and its buggy twin) the CUDA tests
-check."""
+--on. tests/gpu/ holds the Triton layers (each correct one beside its buggy twin) the CUDA tests
+check; tests/test_triton.py checks them on CPU tensors under Triton's interpreter."""
 
 from __future__ import annotations
 
@@ -150,6 +150,24 @@ def test_a_triton_layer_passes_on_cuda_and_its_buggy_twin_fails_gradients() -> N
                                     checks=["forward_runs"])
     (result,) = [r for r in on_cpu.results if r.check == "forward_runs"]
     assert result.status is Status.FAILED and "--on cuda" in result.message
+
+
+@needs_triton
+@pytest.mark.parametrize(("name", "layout", "wrong"), [
+    ("triton_rmsnorm", "4,8,32:BTC", ["parameter 'weight'"]),
+    ("triton_gated_mlp", "4,8,16:BTC", ["input 0", "parameter 'gate'"]),
+])
+def test_the_other_triton_layers_pass_compiled_on_cuda_and_their_twins_fail_gradients(name: str, layout: str,
+                                                                                      wrong: list[str]) -> None:
+    """tests/test_triton.py runs them interpreted on CPU tensors; here Triton compiles them."""
+    good = layercheck.check_layer(resolve(str(GPU / f"{name}.py") + ":LAYER", base_dir=ROOT), layout, on="cuda")
+    failed = [(r.check, r.variant, r.message) for r in good.results if r.status in (Status.FAILED, Status.ERROR)]
+    assert not failed, failed
+    bad = layercheck.check_layer(resolve(str(GPU / f"{name}_bug.py") + ":LAYER", base_dir=ROOT), layout, on="cuda")
+    failed_checks = {(r.check, r.variant) for r in bad.results if r.status in (Status.FAILED, Status.ERROR)}
+    assert failed_checks == {("gradients", "float64")}, statuses(bad)
+    (gradients,) = [r for r in bad.results if r.check == "gradients" and r.variant == "float64"]
+    assert [w["tensor"] for w in gradients.details["wrong"]] == wrong
 
 
 def test_parameters_initialize_creates_on_the_cpu_are_moved_where_the_checks_run() -> None:

@@ -20,6 +20,7 @@ Note [tensors judged in groups]
 from __future__ import annotations
 
 import math
+import time
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any
 
 import torch
 
+from layercheck import limits
 from layercheck.numerics.engine import (
     DifferentiableFunction,
     FiniteDifferences,
@@ -38,7 +40,16 @@ from layercheck.numerics.patterns import explain
 from layercheck.numerics.verdict import Verdict, judge
 
 # What narrowing a wrong tensor down may cost, only when the check has already failed: about
-# 40 evaluations (0.6 s for SReLU at 24,24,20,128).
+# 40 evaluations (0.6 s for SReLU at 24,24,20,128). A layer slow to evaluate (Triton kernels
+# under the interpreter: a gated MLP at 4,8,16 spent 30 s narrowing two tensors down, and a
+# wrong gradient of a library's kernels up to 364 s, past the check's time limit) gets at most
+# DIAGNOSIS_SHARE of the time its check has left when the diagnosis begins (limits.check_clock),
+# less AFTER_DIAGNOSIS times what the check had spent until then: the gradient check goes on
+# after its diagnosis (the eval-mode reference, the float32 comparison), which cost the gated MLP
+# 8 s after 3.5 s before it. Past that, what is narrowed down so far is reported and the rest is
+# not narrowed down, so that a wrong gradient is a failure naming the tensor, not a timeout.
+DIAGNOSIS_SHARE = 0.5
+AFTER_DIAGNOSIS = 2.5
 ELEMENTWISE_LIMIT = 24  # tensors up to this size are differenced element by element
 VALUE_BINS = 6
 SLAB_DIMENSIONS = 2  # the largest dimensions, split into SLABS each
@@ -56,6 +67,7 @@ class Finding:
     elements: list[dict[str, Any]] = field(default_factory=list)
     checked_elements: int = 0
     pattern: str | None = None  # how the gradient relates to the right one (numerics/patterns.py)
+    cut_short: bool = False  # narrowing stopped at the diagnosis' share of the time limit
 
     def describe(self, *, brief: bool = False) -> str:
         text = f"{self.name}: "
@@ -70,35 +82,45 @@ class Finding:
                 for e in self.elements[:3])
             text += (f"; {len(self.elements)} of {self.checked_elements} element(s) differenced one by one "
                      f"disagree: {shown}")
+        if self.cut_short:
+            text += ("; narrowed down no further: the diagnosis had spent its share of the check's time limit (the "
+                     "layer is slow to evaluate; a larger --timeout narrows it down further)")
         return text
 
     def to_dict(self) -> dict[str, Any]:
         return {"tensor": self.name, **self.verdict.to_dict(), "pattern": self.pattern, "regions": self.regions,
-                "elements": self.elements[:10], "checked_elements": self.checked_elements}
+                "elements": self.elements[:10], "checked_elements": self.checked_elements, "cut_short": self.cut_short}
 
 
 def locate(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.Tensor | None], slot: int,
            tolerance: float,
-           verdict: Verdict) -> Finding:
+           verdict: Verdict, *, stop_at: float | None = None) -> Finding:
     """Narrow a tensor's disagreement down: element by element for small tensors; for large
     ones by value range (two rounds of quantile bins), else by slabs along the largest
-    dimensions, then a few elements sampled from the narrowest failing value range."""
+    dimensions, then a few elements sampled from the narrowest failing value range. Past
+    ``stop_at`` (``time.monotonic()``) no further evaluation is made: the finding is cut short."""
     value = fd.fn.point[slot]
     finding = Finding(fd.fn.names[slot], verdict)
     step = verdict.step
+
+    def fails(region: Region) -> bool | None:  # None: no time left to judge it
+        return None if _late(stop_at, finding) else _region_fails(fd, grads, region, tolerance, step)
+
     if value.numel() <= ELEMENTWISE_LIMIT:
-        _check_elements(fd, grads, slot, range(value.numel()), tolerance, step, finding)
+        _check_elements(fd, grads, slot, range(value.numel()), tolerance, step, finding, stop_at)
         return finding
     narrowest: Region | None = None
     low, high = float(value.min()), float(value.max())
     for _ in range(2):
         bins = _value_bins(value, slot, low, high)
-        fails = [_region_fails(fd, grads, r, tolerance, step) for r in bins]
-        failing = [r for r, f in zip(bins, fails) if f]
+        judged = [fails(r) for r in bins]
+        if finding.cut_short:
+            break
+        failing = [r for r, f in zip(bins, judged) if f]
         if not failing or len(failing) == len(bins):
             break
-        first, last = fails.index(True), len(fails) - 1 - fails[::-1].index(True)
-        if not all(fails[first:last + 1]):  # scattered over several value ranges: name them
+        first, last = judged.index(True), len(judged) - 1 - judged[::-1].index(True)
+        if not all(judged[first:last + 1]):  # scattered over several value ranges: name them
             finding.regions.append(_shares(failing, value))
             break
         narrowest = Region(slot, low=bins[first].low, high=bins[last].high)
@@ -110,20 +132,31 @@ def locate(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.
     if narrowest is not None:
         finding.regions.append(_shares([narrowest], value))
     # Slabs only where the values did not explain it (a wrong channel, a wrong time step).
-    dims = [] if narrowest is not None else sorted(range(value.dim()), key=lambda d: -value.shape[d])
+    dims = [] if narrowest is not None or finding.cut_short else sorted(range(value.dim()),
+                                                                         key=lambda d: -value.shape[d])
     for dim in dims[:SLAB_DIMENSIONS]:
         if value.shape[dim] < 2:
             continue
         slabs = _slabs(value, slot, dim)
-        failing = [r for r in slabs if _region_fails(fd, grads, r, tolerance, step)]
+        judged = [fails(r) for r in slabs]
+        failing = [r for r, f in zip(slabs, judged) if f]
+        if finding.cut_short:
+            break
         if failing and len(failing) < len(slabs):
             finding.regions.append(", ".join(r.describe(value.shape) for r in failing))
     pool = (narrowest.mask(value) if narrowest is not None else torch.ones(value.shape, dtype=torch.bool)).reshape(-1)
     candidates = pool.nonzero().reshape(-1)
     gen = torch.Generator().manual_seed(zlib.crc32(f"{fd.seed}|sample|{slot}".encode()))
     picked = candidates[torch.randperm(candidates.numel(), generator=gen)[:SAMPLED_ELEMENTS]]
-    _check_elements(fd, grads, slot, sorted(int(i) for i in picked), tolerance, step, finding)
+    _check_elements(fd, grads, slot, sorted(int(i) for i in picked), tolerance, step, finding, stop_at)
     return finding
+
+
+def _late(stop_at: float | None, finding: Finding) -> bool:
+    """Whether the diagnosis' time is up; then the finding says it was cut short."""
+    if stop_at is not None and time.monotonic() >= stop_at:
+        finding.cut_short = True
+    return finding.cut_short
 
 
 def _shares(regions: Sequence[Region], value: torch.Tensor) -> str:
@@ -162,12 +195,14 @@ def _region_fails(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence
 
 def _check_elements(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.Tensor | None], slot: int,
                     elements: Iterable[int],
-                    tolerance: float, step: float, finding: Finding) -> None:
+                    tolerance: float, step: float, finding: Finding, stop_at: float | None = None) -> None:
     value = fd.fn.point[slot]
     # One element's derivative is judged loosely (1e-3): it only has to tell wrong elements
     # (off by their whole size) from right ones.
     loose = max(tolerance, 1e-3)
     for flat in elements:
+        if _late(stop_at, finding):
+            break
         finding.checked_elements += 1
         verdict = judge(fd, grads, loose, region=Region(slot, element=flat), draws=1, retry=False, step=step)
         if not verdict.passed:
@@ -195,6 +230,11 @@ def diagnose(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torc
     judged in groups])."""
     wrong: list[Finding] = []
     right: list[str] = []
+    clock = limits.check_clock()
+    stop_at = None
+    if clock is not None:
+        spent, left = clock
+        stop_at = time.monotonic() + DIAGNOSIS_SHARE * max(0.0, left - AFTER_DIAGNOSIS * spent)
     step = judge(fd, grads, tolerance).step  # cached: the joint judgement's step
     slots = [slot for slot in range(len(fd.fn.names)) if slot not in fd.excluded]  # excluded: no gradient at all
     suspects = set(slots)
@@ -209,9 +249,11 @@ def diagnose(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torc
         if verdict is None or verdict.passed:
             right.append(name)
         elif len(wrong) < LOCATED_TENSORS:
-            pattern = explain(fd, grads, slot, tolerance, step, sizes)
+            finding = Finding(name, verdict)
+            pattern = None if _late(stop_at, finding) else explain(fd, grads, slot, tolerance, step, sizes)
             # A pattern over the whole tensor needs no narrowing down.
-            finding = Finding(name, verdict) if pattern else locate(fd, grads, slot, tolerance, verdict)
+            if pattern is None and not finding.cut_short:
+                finding = locate(fd, grads, slot, tolerance, verdict, stop_at=stop_at)
             finding.pattern = pattern
             wrong.append(finding)
         else:

@@ -1,9 +1,11 @@
-"""Correct, GPU only: a leaky ReLU with a learnable slope whose forward and backward are
-Triton kernels (a hand-written backward, the kind of layer whose backward most needs
-checking). It runs on CUDA tensors only, so layercheck checks it with ``--on cuda``;
-``triton_leaky_bug.py`` is the same layer with a backward bug."""
+"""Correct: a leaky ReLU with a learnable slope whose forward and backward are Triton kernels
+(a hand-written backward, the kind of layer whose backward most needs checking). It runs on
+CUDA tensors (``--on cuda``), or on CPU tensors under Triton's interpreter (``--interpret``, on
+by itself without a GPU); ``triton_leaky_bug.py`` is the same layer with a backward bug."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -11,6 +13,7 @@ import triton.language as tl
 from torch import nn
 
 BLOCK = 1024
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"  # Triton's interpreter runs the kernels on CPU tensors
 BUG = 1.0  # the buggy twin scales the input gradient of the negative side
 
 
@@ -36,8 +39,9 @@ def _leaky_backward(x_ptr, slope_ptr, grad_ptr, dx_ptr, scale, n, BLOCK: tl.cons
 class LeakyFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        if not x.is_cuda:
-            raise RuntimeError("LeakyFunction is a Triton kernel: it runs on CUDA tensors only")
+        if not x.is_cuda and not INTERPRETED:
+            raise RuntimeError("LeakyFunction is a Triton kernel: it runs on CUDA tensors only "
+                               "(or on CPU tensors under Triton's interpreter, TRITON_INTERPRET=1)")
         x = x.contiguous()
         slope = slope.to(x.dtype).contiguous()
         y = torch.empty_like(x)
