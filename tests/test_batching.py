@@ -40,14 +40,14 @@ def invoke(*words: str) -> tuple[int, dict[str, dict[str, object]], str]:
                                   "observations_reshape_fixed_batch"])
 def test_what_keeps_the_first_batch_size_fails_at_a_second_one(name: str) -> None:
     """Each passed or skipped before: an observation alone broadcasts against what is sized by the
-    batch (or builds its own cache); a batch of three after the layout's four raises."""
+    batch (or builds its own cache); a batch of two after the layout's four raises."""
     layouts = [arg for layout in load_zoo(name).LAYOUTS for arg in ("--layout", layout)]
     status, results, output = invoke(str(ZOO / f"{name}.py"), *layouts, "--check", "observations")
     assert status == 1, output
     found = results["observations"]
     assert found["status"] == "failed"
     message = str(found["message"])
-    assert message.startswith("a batch of 3 observations after one of 4 (the layout's), predict raised RuntimeError")
+    assert message.startswith("a batch of 2 observations after one of 4 (the layout's), predict raised RuntimeError")
     assert "keeps the size of the batch it was initialised or first called with" in message
     assert "--skip observations" in message
 
@@ -90,8 +90,8 @@ class _PreallocatedOutput(nn.Module):
 def test_an_output_sized_by_the_first_batch_names_both_sizes() -> None:
     found = outcome(_PreallocatedOutput, "4,5:BC")
     assert found.status is Status.FAILED
-    assert found.message.startswith("output 0 has size (4, 5) for a batch of 3 but (4, 5) for a batch of 4; with its "
-                                    "batch along dim 0 it should be (3, 5): something in the layer keeps the size")
+    assert found.message.startswith("output 0 has size (4, 5) for a batch of 2 but (4, 5) for a batch of 4; with its "
+                                    "batch along dim 0 it should be (2, 5): something in the layer keeps the size")
 
 
 class _CarriedState(nn.Module):
@@ -109,17 +109,19 @@ class _CarriedState(nn.Module):
 
 
 def test_the_state_is_put_back_before_the_second_batch_and_caches_are_kept() -> None:
-    """A state of the layout's batch size carried into a batch of three would not broadcast: the
+    """A state of the layout's batch size carried into a batch of two would not broadcast: the
     check puts the state back first, as a user resets a recurrent layer between sequences."""
     found = outcome(_CarriedState, "4,5:BC")
     assert found.status is Status.PASSED, found.message
-    assert found.message.endswith("a batch of 3 after one of 4 agrees with it")
-    assert found.details["other_batch"] == 3
+    assert found.message.endswith("a batch of 2 after one of 4 agrees with it")
+    assert found.details["other_batch"] == 2
 
 
 @pytest.mark.parametrize(("layout", "phrase"), [
-    ("1,5:BC", "observations [0, 1, 2] of 3 agree with the batch (output 0 along dim 0); batches of one work; a batch "
-               "of 3 after one of 1 agrees with it"),
+    ("1,5:BC", "observations [0, 1] of 2 agree with the batch (output 0 along dim 0); batches of one work; a batch "
+               "of 2 after one of 1 agrees with it"),
+    ("2,5:BC", "observations [0, 1, 2, 3] of 4 agree with the batch (output 0 along dim 0); batches of one work; a "
+               "batch of 4 after one of 2 agrees with it"),
     ("3,5:BC", "observations [0, 1, 2] of 3 agree with the batch (output 0 along dim 0); batches of one work; a batch "
                "of 2 after one of 3 agrees with it"),
 ])

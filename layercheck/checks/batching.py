@@ -27,9 +27,10 @@ from layercheck.sdk import (
 from layercheck.subject import Checkpoint
 
 _SAMPLED = 4  # observations run one at a time: batch-wide mixing shows in every one, so a few suffice
-# The second number of observations, after the layout's: odd, so that a reshape to a batch size
-# that is a power of two rarely divides it evenly (2 where the layout's batch is 3 already).
-_OTHER = 3
+# The second number of observations, after the layout's: the smallest batch that is still one
+# (and even: a layer that pairs its observations, two views of each, takes it); 4 where the
+# layout's batch is 2 already.
+_OTHER = 2
 
 _KEEPS_THE_BATCH = ("something in the layer keeps the size of the batch it was initialised or first called with (a "
                     "parameter or buffer sized by the batch, a mask cached at the first call, a reshape to a fixed "
@@ -50,7 +51,7 @@ _KEEPS_THE_BATCH = ("something in the layer keeps the size of the batch it was i
 )
 def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Predicts the layout's batch on a fresh layer (initialised for it), then, on the same
-    layer, a batch of another size (3, or 2 for a batch of 3: the first observations, or the
+    layer, a batch of another size (2, or 4 for a batch of 2: the first observations, or the
     batch with more drawn where it has fewer) as training's last, smaller batch comes after the
     full ones (its state put back first, its caches kept); then a few observations alone
     (batches of one, each from the initial state). It finds each output's batch dimension by
@@ -72,7 +73,7 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
     inputs = subject.inputs()
     dims = [layout.batch_dim for layout in ctx.layouts]
     size = next(x.shape[d] for x, d in zip(inputs, dims) if d is not None)
-    other = _OTHER if size != _OTHER else 2
+    other = _OTHER if size != _OTHER else 2 * _OTHER
     big = max(size, other)
     wide = [x if d is None else torch.cat([x, *(_another_observation(ctx, k, x, d, j) for j in range(big - size))], d)
             for k, (x, d) in enumerate(zip(inputs, dims))]

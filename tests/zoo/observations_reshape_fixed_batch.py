@@ -3,7 +3,7 @@
 ``x.reshape(x.shape[0], -1)`` was meant. At that batch size it is right. An observation alone
 (1 x 3 x 4 here, 12 elements) reshapes to 4 x 3 without a complaint and, divided by four RMS
 values, comes back with the whole batch's size, so nothing could be compared one observation at
-a time and the check used to skip; a batch of three raises. observations must fail at a second
+a time and the check used to skip; a batch of two raises. observations must fail at a second
 batch size."""
 
 import torch
