@@ -94,3 +94,32 @@ def test_an_idempotent_write_fails_into_the_callers_tensor_and_passes_into_the_b
     own = outcome(_ClampsCopy, "4,6:BC")
     assert own.status is Status.PASSED, own.message
     assert "it writes into 1 saved tensor(s) of its own" in own.message
+
+
+class _ScaleFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x, scale)
+        return x * scale.abs()
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, scale = ctx.saved_tensors
+        magnitude = scale.data.abs_()  # the bug: scale.abs(); the same values every time, in the parameter
+        return grad * magnitude, (grad * x * torch.sign(scale)).sum(0)
+
+
+class _AbsScale(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.linspace(-1.0, 1.0, 6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _ScaleFunction.apply(x, self.scale)
+
+
+def test_a_parameter_the_backward_saved_is_the_callers_however_idempotent_the_write() -> None:
+    found = outcome(_AbsScale, "4,6:BC")
+    assert found.status is Status.FAILED
+    assert found.message.startswith("backward modified tensor 1 that _ScaleFunction saved for backward in place")
+    assert "that saved tensor is the caller's (an input, an output, a parameter or buffer" in found.message

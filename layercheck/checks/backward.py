@@ -221,7 +221,8 @@ _HINTS = {
                    "hands the same grad_output to every use of an output",
     "output": "an output is the caller's tensor: compute from a clone, or save the input and recompute",
     "input": "an input is the caller's tensor: it may feed other layers",
-    "tensor": "a saved tensor may be the caller's input or output, and a second backward reads it again",
+    "tensor": "that saved tensor is the caller's (an input, an output, a parameter or buffer, or a view of one), "
+              "which the caller and a second backward read again: compute out of place, or save a copy",
 }
 
 
