@@ -59,7 +59,8 @@ def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = 
         name=f"tests/zoo/{name}.py",
         constants=constants,
     )
-    plan = select(only=only, enable=tuple(getattr(module, "ENABLE", ())) + enable)
+    plan = select(only=only, skip=tuple(getattr(module, "SKIP", ())),
+                  enable=tuple(getattr(module, "ENABLE", ())) + enable)
     return run_target(target, plan, options=Options(seed=seed))
 
 

@@ -4,11 +4,15 @@ whole."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch import nn
+from typer.testing import CliRunner
 
 import layercheck
+from layercheck.cli import app
 from layercheck.layout import Layout
 from layercheck.loading import resolve
 from layercheck.registry import get, select
@@ -132,13 +136,46 @@ class _KwargsRefused(nn.Module):
 
 @pytest.mark.parametrize(("layer", "layouts", "reason"), [
     (nn.GELU, ["4,3:BC"], "the constructor of GELU accepts neither device= nor dtype="),
-    (_KwargsRefused, ["4,3:BC"], "the constructor of _KwargsRefused accepts neither device= nor dtype="),
+    (_KwargsRefused, ["4,3:BC"], "the constructor of _KwargsRefused names neither device= nor dtype= (it takes "
+                                 "**kwargs, which need not be factory keywords"),
     (nn.Linear(3, 3), ["4,3:BC"], "an instance was given"),
 ])
 def test_factory_kwargs_is_skipped_with_the_reason(layer: type | nn.Module, layouts: list[str], reason: str) -> None:
     found = outcome(layer, "factory_kwargs", *layouts)
     assert found.status is Status.SKIPPED
     assert reason in found.message
+
+
+class _InheritsFactoryKeywords(nn.Linear):
+    """Declares device= and dtype= through the base class its **kwargs go to."""
+
+    def __init__(self, features: int = 3, **kwargs: object) -> None:
+        super().__init__(features, features, **kwargs)  # type: ignore[arg-type]
+
+
+def test_factory_kwargs_follows_kwargs_to_the_base_class_that_declares_them() -> None:
+    found = outcome(_InheritsFactoryKeywords, "factory_kwargs", "4,3:BC")
+    assert found.status is Status.PASSED and "device='meta' and dtype=torch.float64" in found.message
+
+
+def test_factory_kwargs_tries_undeclared_kwargs_only_where_the_constructor_arguments_name_them() -> None:
+    """A **kwargs constructor that keeps unknown keywords and builds on the CPU is not tried
+    (zoo good_factory_kwargs_swallowed); given device= among its constructor arguments (a spec's
+    kwargs, --kwarg) the user says it takes the keyword, and a CPU tensor is then a failure.
+    Through the command line, as a user sets it."""
+    zoo = ROOT / "tests" / "zoo" / "good_factory_kwargs_swallowed.py"
+    runner = CliRunner()
+    plain = runner.invoke(app, ["run", f"{zoo}:RadialFeatures", "--layout", "5,4:BC", "--check", "factory_kwargs",
+                                "--no-isolate", "--format", "json"])
+    assert plain.exit_code == 0, plain.output
+    (result,) = [r for r in json.loads(plain.stdout)["runs"][0]["results"] if r["check"] == "factory_kwargs"]
+    assert result["status"] == "skipped" and "names neither device= nor dtype= (it takes **kwargs" in result["message"]
+    said = runner.invoke(app, ["run", f"{zoo}:RadialFeatures", "--layout", "5,4:BC", "--check", "factory_kwargs",
+                               "--kwarg", "device=cpu", "--no-isolate", "--format", "json"])
+    assert said.exit_code == 1, said.output
+    (result,) = [r for r in json.loads(said.stdout)["runs"][0]["results"] if r["check"] == "factory_kwargs"]
+    assert result["status"] == "failed"
+    assert "constructed with device='meta', parameter 'lengthscale' is cpu after the constructor" in result["message"]
 
 
 def test_factory_kwargs_and_copy_skip_operations() -> None:

@@ -210,7 +210,9 @@ def test_observations_asks_whether_predict_is_random_only_when_observations_diff
     CountsBatchPredicts.batches.clear()
     r = result(run(CountsBatchPredicts, "4,5:BC", checks=("observations",)), "observations")
     assert r.status is Status.PASSED
-    assert CountsBatchPredicts.batches.count(4) == 1  # the predict predict_runs shares
+    # the predict predict_runs shares, and observations' own first call before a batch of 2
+    assert CountsBatchPredicts.batches.count(4) == 2
+    assert CountsBatchPredicts.batches.count(2) == 1
 
 
 class ReadsValues(nn.Module):

@@ -87,6 +87,28 @@ def test_a_backward_that_cannot_run_twice_is_left_to_backward_pure() -> None:
     assert "backward_pure reports it" in found.message
 
 
+def test_a_backward_that_writes_into_grad_output_is_judged_on_copies_and_said_to() -> None:
+    """A memory-saving backward that computes its result in grad_output's memory is linear: every
+    backward here gets a copy, so the grad_outputs combined are the ones drawn, and the message
+    names the write instead of blaming how grad_output is used."""
+    report = run_zoo("backward_pure_overwrites_grad_output", only=("grad_output", "backward_pure"))
+    (found,) = [r for r in report.results if r.check == "grad_output"]
+    assert found.status is Status.PASSED, found.message
+    assert found.message.endswith("backward writes into the grad_output 0 it is handed (backward_pure reports it): "
+                                  "each backward here was handed a copy of its own")
+
+
+def test_a_backward_that_does_not_repeat_over_one_graph_is_left_to_backward_pure() -> None:
+    """A backward that reuses its saved table as workspace gives another gradient the second time:
+    no combination of grad_outputs over that graph can be judged, and it is not grad_output's fault."""
+    (found,) = [r for r in run_zoo("backward_pure_own_table_reused", only=("grad_output", "backward_pure")).results
+                if r.check == "grad_output"]
+    assert found.status is Status.SKIPPED
+    assert found.message.startswith("backward does not repeat over one graph: the same grad_output back-propagated "
+                                    "again gives another gradient of input 0")
+    assert "(backward_pure reports it)" in found.message and "transforms" not in found.message
+
+
 def test_outputs_used_alone_add_up_for_torch_layers() -> None:
     found = outcome(nn.LSTM, "6,3,5:TBC", input_size=5, hidden_size=4)
     assert found.status is Status.PASSED, found.message

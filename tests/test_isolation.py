@@ -333,7 +333,8 @@ def test_every_zoo_layer_gets_the_same_verdict_in_a_worker() -> None:
         inputs, constants = zoo_inputs(module)
         specs.append(TargetSpec(layer=f"{module.__file__}:LAYER", inputs=tuple(inputs), constants=constants,
                                 args=tuple(getattr(module, "ARGS", ())), kwargs=dict(getattr(module, "KWARGS", {})),
-                                enable=tuple(getattr(module, "ENABLE", ())), base_dir=ZOO))
+                                enable=tuple(getattr(module, "ENABLE", ())), skip=tuple(getattr(module, "SKIP", ())),
+                                base_dir=ZOO))
     report = isolation.run(specs, runner.Options(seed=0))
     for name, run in zip(names, report.runs):
         assert run.error is None, (name, run.error)

@@ -9,7 +9,7 @@ import functools
 import inspect
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -53,6 +53,8 @@ class _Pass:
     kept: dict[str, _Kept]  # name -> the tensor before backward, as a fingerprint
     live: dict[str, torch.Tensor]  # name -> the tensor itself
     tracked: frozenset[str] = frozenset()  # the inputs, as the layer got them, on the graph before backward
+    # saved tensors the forward made for its backward alone (Note [whose tensor])
+    internal: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,16 @@ class _Kept:
     def same(self, now: torch.Tensor) -> bool | None:
         """Whether ``now`` has the same bits; None when only a copy can tell."""
         return None if self.digest is None else _digest(now.detach()) == self.digest
+
+    def changed(self, now: torch.Tensor) -> bool:
+        """Whether ``now`` differs in size, dtype or any bit (the copy tells where there is one)."""
+        if now.shape != self.shape or now.dtype != self.dtype:
+            return True
+        same = self.same(now)
+        if same is not None:
+            return not same
+        assert self.copy is not None
+        return mismatch(self.copy, now.detach(), EXACT) is not None
 
 
 _INTEGER_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -133,7 +145,43 @@ def _forward(ctx: Context, subject: Subject, inputs: list[torch.Tensor]) -> _Pas
                 live.setdefault(f"tensor {j} that {name} saved for backward", saved)
     kept = {name: _Kept.of(t) for name, t in live.items()}
     tracked = frozenset(name for name, t in live.items() if name.startswith("input ") and t.grad_fn is not None)
-    return _Pass(subject, inputs, outputs, ws, kept, live, tracked)
+    callers = _callers_storages(subject, [t for name, t in live.items() if not name.startswith("tensor ")])
+    internal = frozenset(name for name, t in live.items()
+                         if name.startswith("tensor ") and _storage_of(t) not in callers)
+    return _Pass(subject, inputs, outputs, ws, kept, live, tracked, internal)
+
+
+# Note [whose tensor]
+#     A backward may write only into what nobody else reads. The caller's tensors are the inputs
+#     (as the layer got them), the outputs, grad_output and the layer's parameters, buffers and
+#     tensor attributes: a write into one of them (or into a view of one, which shares its
+#     memory) changes what the caller, the optimizer or another use of the output reads next.
+#     A tensor the forward made and saved for its backward alone (soft-DTW's dynamic-programming
+#     table) is read by nothing but a later backward over the same graph: writing into it is the
+#     backward's own business (soft-DTW sets the table's borders again in every backward), and a
+#     fault only when that later backward then gives another gradient, which the second
+#     backward here measures.
+
+
+def _callers_storages(subject: Subject, tensors: Sequence[torch.Tensor]) -> set[int]:
+    """The memory of the caller's tensors (Note [whose tensor]): ``tensors`` (inputs, outputs,
+    grad_output), and the layer's parameters, buffers and tensor attributes."""
+    held = list(tensors)
+    if subject.module is not None:
+        held += [*subject.module.parameters(), *subject.module.buffers()]
+        for module in subject.module.modules():
+            for value in vars(module).values():
+                items = value if isinstance(value, (list, tuple)) else (value,)
+                held += [t for t in items if isinstance(t, torch.Tensor)]
+    return {_storage_of(t) for t in held}
+
+
+def _storage_of(t: torch.Tensor) -> int:
+    """The address of a tensor's memory, which its views share (its id where it has none)."""
+    try:
+        return int(t.untyped_storage().data_ptr()) or id(t)
+    except (RuntimeError, NotImplementedError, TypeError):
+        return id(t)
 
 
 def _saved(node: Any) -> Sequence[torch.Tensor]:
@@ -174,7 +222,8 @@ _HINTS = {
                    "hands the same grad_output to every use of an output",
     "output": "an output is the caller's tensor: compute from a clone, or save the input and recompute",
     "input": "an input is the caller's tensor: it may feed other layers",
-    "tensor": "a saved tensor may be the caller's input or output, and a second backward reads it again",
+    "tensor": "that saved tensor is the caller's (an input, an output, a parameter or buffer, or a view of one), "
+              "which the caller and a second backward read again: compute out of place, or save a copy",
 }
 
 
@@ -206,30 +255,44 @@ def backward_pure(ctx: Context) -> str:
         raise CheckSkipped("no floating output requires grad: there is no backward to look at (backward_runs says "
                            "why)")
     first = _backward(run, retain=True)
-    _assert_unchanged(ctx, run)
+    written = _assert_unchanged(ctx, run)
     second = _backward(run, retain=True)
     names = [*(f"gradient of input {i}" for i in range(len(run.inputs))),
              *(f"gradient of parameter {n!r}" for n, _ in run.subject.parameters())]
     pairs = [(name, a, b) for name, a, b in zip(names, first, second) if a is not None or b is not None]
     home = ctx.target.home  # a gradient one backward gave and the other did not: compared with zero there
-    assert_close([a if a is not None else torch.zeros((), device=home) for _, a, _ in pairs],
-                 [b if b is not None else torch.zeros((), device=home) for _, _, b in pairs],
-                 names=[n for n, _, _ in pairs],
-                 what="a second backward over the same graph (retain_graph=True) vs the first",
-                 labels=("first", "second"), allowance=path_allowance(ctx, FORWARD))
+    try:
+        assert_close([a if a is not None else torch.zeros((), device=home) for _, a, _ in pairs],
+                     [b if b is not None else torch.zeros((), device=home) for _, _, b in pairs],
+                     names=[n for n, _, _ in pairs],
+                     what="a second backward over the same graph (retain_graph=True) vs the first",
+                     labels=("first", "second"), allowance=path_allowance(ctx, FORWARD))
+    except CheckFailed as exc:
+        if not written:
+            raise
+        raise CheckFailed(f"{exc.message}. Backward writes into {', '.join(written)} (made by the forward for the "
+                          "backward alone, not the caller's), and not idempotently: a second backward over the same "
+                          "graph (gradient penalties, retain_graph) reads what the first left there. Write the "
+                          "backward's own results into a new tensor, or write only values the next backward writes "
+                          "again before reading", written=written, **exc.details) from None
+    saved = sum(1 for n in run.live if n.startswith("tensor"))
     checked = (f"backward leaves grad_output, {len(run.inputs)} input(s), {len(run.outputs)} output(s) and "
-               f"{sum(1 for n in run.live if n.startswith('tensor'))} saved tensor(s) unchanged, repeats over one "
-               "graph")
+               f"{saved - len(written)} saved tensor(s) unchanged, repeats over one graph")
+    if written:
+        checked += (f" (it writes into {len(written)} saved tensor(s) of its own, which only a backward reads, and "
+                    "gives the same gradients again)")
     del run, first, second, pairs  # the composition's tensors take their place, not join them
     return f"{checked}, and {_compose(ctx)}"
 
 
-def _assert_unchanged(ctx: Context, run: _Pass) -> None:
-    """Every tensor the backward was handed is as it was. Where a fingerprint moved, the
-    tensor as it was comes from the same forward run again (a fresh layer, the same inputs
-    and seeded output gradients) and is compared exactly, for the message. An input the layer
-    got attached to the graph is still attached: a backward that calls ``detach_()`` on it
-    cuts the caller's tensor from the graph that made it."""
+def _assert_unchanged(ctx: Context, run: _Pass) -> list[str]:
+    """Every tensor of the caller's that the backward was handed is as it was (Note [whose
+    tensor]); returns the saved tensors of the backward's own that it changed, which only a
+    second backward can judge. Where a fingerprint moved, the tensor as it was comes from the
+    same forward run again (a fresh layer, the same inputs and seeded output gradients) and is
+    compared exactly, for the message. An input the layer got attached to the graph is still
+    attached: a backward that calls ``detach_()`` on it cuts the caller's tensor from the graph
+    that made it."""
     detached = sorted(name for name in run.tracked if run.live[name].grad_fn is None)
     if detached:
         raise CheckFailed(f"backward detached {', '.join(detached)} in place (detach_() on what the layer was "
@@ -238,8 +301,13 @@ def _assert_unchanged(ctx: Context, run: _Pass) -> None:
                           "gradient penalty) no longer reaches the layers before; fix: detach(), a new tensor",
                           tensors=detached)
     again: _Pass | None = None
+    written = []
     for name, kept in run.kept.items():
         now = run.live[name].detach()
+        if name in run.internal:
+            if kept.changed(now):
+                written.append(name)
+            continue
         if now.shape != kept.shape or now.dtype != kept.dtype:
             raise CheckFailed(f"backward changed {name} in place: {tuple(kept.shape)} became {tuple(now.shape)}",
                               tensor=name)
@@ -262,6 +330,7 @@ def _assert_unchanged(ctx: Context, run: _Pass) -> None:
                 f"backward modified {name} in place: at index {tuple(found['index'])} {found['expected']:.6g} became "
                 f"{found['actual']:.6g} ({found['mismatched']} of {found['elements']} elements); {hint}",
                 tensor=name, **found)
+    return written
 
 
 def _compose(ctx: Context) -> str:
@@ -403,22 +472,51 @@ def grad_output(ctx: Context) -> str:
         raise CheckSkipped("no floating output requires grad: there is no backward to look at")
     names = [*(f"input {i}" for i, x in enumerate(inputs) if x.requires_grad),
              *(f"parameter {name!r}" for name, _ in subject.parameters())]
-    leaves = [*(x for x in inputs if x.requires_grad), *(p for _, p in subject.parameters())]
+    graph = _Graph(subject, outputs, [*(x for x in inputs if x.requires_grad), *(p for _, p in subject.parameters())])
     w1 = cotangents(ctx, outputs)
     w2 = [_rolled(w, 1 / 5) for w in w1]
-    second = _backward_again(subject, outputs, w2, leaves)
-    with _repeatable(subject, outputs, w2, leaves):
-        combined = _backward_again(subject, outputs, [_A * a + _B * b for a, b in zip(w1, w2)], leaves)
+    second = graph.backward(w2)
+    with _repeatable(graph, w2):
+        combined = graph.backward([_A * a + _B * b for a, b in zip(w1, w2)])
     first = [reference.get(name) for name in names]
-    compared = _assert_linear(ctx, subject, outputs, leaves, names, first, second, combined)
-    with _repeatable(subject, outputs, w2, leaves):
-        undefined = _undefined(ctx, subject, outputs, w1, leaves, names, first)
-    return f"backward is linear in grad_output ({compared} gradient(s) compared); {undefined}"
+    compared = _assert_linear(ctx, graph, names, first, second, combined, w2)
+    with _repeatable(graph, w2):
+        undefined = _undefined(ctx, graph, w1, names, first)
+    message = f"backward is linear in grad_output ({compared} gradient(s) compared); {undefined}"
+    if graph.written:
+        message += (f"; backward writes into the {' and '.join(sorted(graph.written))} it is handed"
+                    f"{ctx.reported_by('backward_pure')}: each backward here was handed a copy of its own")
+    return message
+
+
+@dataclass
+class _Graph:
+    """One forward's graph, back-propagated through several times (``retain_graph=True``), each
+    time with copies of the grad_outputs: a backward that writes into the grad_output it is handed
+    (backward_pure's finding) must not change the grad_outputs the next backward combines, or
+    this check would blame linearity for it. ``written``: the grad_outputs a backward wrote into."""
+
+    subject: Subject
+    outputs: list[torch.Tensor]
+    leaves: list[torch.Tensor]
+    written: set[str] = field(default_factory=set)
+
+    def backward(self, cotangents: Sequence[torch.Tensor], *, outputs: Sequence[torch.Tensor] | None = None,
+                 which: Sequence[int] | None = None, what: str = "in backward", hint: str = "",
+                 ) -> list[torch.Tensor | None]:
+        """The gradients of the leaves for ``cotangents`` (of ``outputs``: all by default; ``which``:
+        their indices among all outputs, for the names of those written into)."""
+        handed = [w.clone() for w in cotangents]
+        grads = _backward_again(self.subject, self.outputs if outputs is None else outputs, handed, self.leaves,
+                                what=what, hint=hint)
+        indices = range(len(handed)) if which is None else which
+        self.written |= {f"grad_output {k}" for k, w, h in zip(indices, cotangents, handed)
+                         if h.shape != w.shape or not torch.equal(h, w)}
+        return grads
 
 
 @contextlib.contextmanager
-def _repeatable(subject: Subject, outputs: list[torch.Tensor], cotangents: list[torch.Tensor],
-                leaves: list[torch.Tensor]) -> Iterator[None]:
+def _repeatable(graph: _Graph, cotangents: list[torch.Tensor]) -> Iterator[None]:
     """A later backward over the graph raising is this check's failure only when the first
     backward's grad_output still goes through: else backward cannot run twice over one graph,
     which backward_pure reports, and this check has nothing to compare."""
@@ -426,7 +524,7 @@ def _repeatable(subject: Subject, outputs: list[torch.Tensor], cotangents: list[
         yield
     except CheckFailed as exc:
         try:
-            _backward_again(subject, outputs, cotangents, leaves)
+            graph.backward(cotangents)
         except CheckFailed:
             raised = exc.message.removeprefix("in backward, ")
             raise CheckSkipped(f"a second backward over the same graph raises ({raised}): backward_pure reports it, "
@@ -435,17 +533,17 @@ def _repeatable(subject: Subject, outputs: list[torch.Tensor], cotangents: list[
         raise
 
 
-def _which_alone(ctx: Context, subject: Subject, outputs: list[torch.Tensor], w1: list[torch.Tensor],
-                 leaves: list[torch.Tensor], names: list[str], alone: list[list[torch.Tensor | None]]) -> str:
+def _which_alone(ctx: Context, graph: _Graph, w1: list[torch.Tensor], names: list[str],
+                 alone: list[list[torch.Tensor | None]]) -> str:
     """Which output, used alone, gets other gradients than with explicit zeros for the others."""
     allowance = path_allowance(ctx, FORWARD)
-    for k in range(len(outputs)):
-        zeros = [w if j == k else torch.zeros_like(y) for j, (y, w) in enumerate(zip(outputs, w1))]
-        explicit = _backward_again(subject, outputs, zeros, leaves)
-        for name, leaf, got, want in zip(names, leaves, alone[k], explicit):
+    for k in range(len(graph.outputs)):
+        zeros = [w if j == k else torch.zeros_like(y) for j, (y, w) in enumerate(zip(graph.outputs, w1))]
+        explicit = graph.backward(zeros)
+        for name, leaf, got, want in zip(names, graph.leaves, alone[k], explicit):
             label = f"gradient of {name}"
             if mismatch(_zero_if_none(want, leaf), _zero_if_none(got, leaf), allowance(label, leaf)) is not None:
-                unused = ", ".join(str(j) for j in range(len(outputs)) if j != k)
+                unused = ", ".join(str(j) for j in range(len(graph.outputs)) if j != k)
                 return (f"With only output {k} used, the {label} differs from the one with zero gradients for "
                         f"output(s) {unused}: backward takes the undefined gradient of an unused output (None where "
                         "ctx.set_materialize_grads(False)) for something other than zero. Treat None as zeros")
@@ -468,11 +566,11 @@ def _zero_if_none(grad: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor
     return torch.zeros_like(like) if grad is None else grad
 
 
-def _assert_linear(ctx: Context, subject: Subject, outputs: list[torch.Tensor], leaves: list[torch.Tensor],
-                   names: list[str], first: list[torch.Tensor | None], second: list[torch.Tensor | None],
-                   combined: list[torch.Tensor | None]) -> int:
+def _assert_linear(ctx: Context, graph: _Graph, names: list[str], first: list[torch.Tensor | None],
+                   second: list[torch.Tensor | None], combined: list[torch.Tensor | None],
+                   w2: list[torch.Tensor]) -> int:
     rows = [(f"gradient of {name}", _zero_if_none(g1, leaf), _zero_if_none(g2, leaf), _zero_if_none(g3, leaf))
-            for name, leaf, g1, g2, g3 in zip(names, leaves, first, second, combined)
+            for name, leaf, g1, g2, g3 in zip(names, graph.leaves, first, second, combined)
             if g1 is not None or g2 is not None or g3 is not None]
     # each side carries rounding of its own: |A|·g(w1) + |B|·g(w2), and g(A·w1 + B·w2) for a
     # cotangent about hypot(A, B) times as large
@@ -483,18 +581,36 @@ def _assert_linear(ctx: Context, subject: Subject, outputs: list[torch.Tensor], 
                          labels=(f"{_A:g}·g(w1) + {_B:g}·g(w2)", f"g({_A:g}·w1 + {_B:g}·w2)"),
                          what="backward of a combination of two grad_outputs vs the combination of their gradients")
         except CheckFailed as exc:
-            why = _why_not_linear(subject, outputs, leaves, names, name, g1, g2, allowance(name, g1))
+            _assert_repeats(ctx, graph, names, name, w2, g2)
+            why = _why_not_linear(graph, names, name, g1, g2, allowance(name, g1))
             raise CheckFailed(f"{exc.message}. {name[0].upper()}{name[1:]} is not linear in grad_output: {why}",
                               **exc.details) from None
     return len(rows)
 
 
-def _why_not_linear(subject: Subject, outputs: list[torch.Tensor], leaves: list[torch.Tensor], names: list[str],
-                    name: str, g1: torch.Tensor, g2: torch.Tensor, allowance: Allowance) -> str:
+def _assert_repeats(ctx: Context, graph: _Graph, names: list[str], name: str, w2: list[torch.Tensor],
+                    g2: torch.Tensor) -> None:
+    """Before a failure to be linear is blamed on how backward uses grad_output: the same
+    grad_output back-propagated again over the graph gives the same gradient. Else the backward
+    changes what a later backward reads (the tensors it saved): backward_pure measures that, and
+    combinations of grad_outputs back-propagated over one graph cannot be compared."""
+    again = graph.backward(w2)[[f"gradient of {n}" for n in names].index(name)]
+    leaf = graph.leaves[[f"gradient of {n}" for n in names].index(name)]
+    found = mismatch(g2, _zero_if_none(again, leaf), path_allowance(ctx, FORWARD)(name, g2))
+    if found is not None:
+        raise CheckSkipped(
+            f"backward does not repeat over one graph: the same grad_output back-propagated again gives another "
+            f"{name} (at index {tuple(found['index'])} {found['expected']:.6g} became {found['actual']:.6g}), so "
+            f"it changes what a later backward reads (the tensors it saved?){ctx.reported_by('backward_pure')}; "
+            "whether it is linear in grad_output needs several backward passes over one graph", applies=True)
+
+
+def _why_not_linear(graph: _Graph, names: list[str], name: str, g1: torch.Tensor, g2: torch.Tensor,
+                    allowance: Allowance) -> str:
     if mismatch(g1, g2, allowance) is None:
         return ("it is the same for two different grad_outputs, so backward ignores grad_output. Multiply every term "
                 "by the incoming gradient (the chain rule: grad_input = grad_output * dy/dx)")
-    zero = _backward_again(subject, outputs, [torch.zeros_like(y) for y in outputs], leaves)
+    zero = graph.backward([torch.zeros_like(y) for y in graph.outputs])
     g0 = zero[[f"gradient of {n}" for n in names].index(name)]
     if g0 is not None and mismatch(torch.zeros_like(g0), g0, allowance) is not None:
         return (f"for a zero grad_output backward returns a nonzero gradient (largest {largest(g0):.3g}), so it adds a "
@@ -503,14 +619,15 @@ def _why_not_linear(subject: Subject, outputs: list[torch.Tensor], leaves: list[
             "factor: grad_input = grad_output * dy/dx")
 
 
-def _undefined(ctx: Context, subject: Subject, outputs: list[torch.Tensor], w1: list[torch.Tensor],
-               leaves: list[torch.Tensor], names: list[str], first: list[torch.Tensor | None]) -> str:
+def _undefined(ctx: Context, graph: _Graph, w1: list[torch.Tensor], names: list[str],
+               first: list[torch.Tensor | None]) -> str:
     """Outputs whose gradient is undefined: each output used alone (several outputs), or an undefined
     gradient reaching a hand-written backward (one output)."""
     hint = ("; a Function that calls ctx.set_materialize_grads(False) receives None for an output whose gradient is "
             "undefined and must treat it as zero")
+    outputs = graph.outputs
     if len(outputs) > 1:
-        alone = [_backward_again(subject, [y], [w], leaves, what=f"with only output {k} used", hint=hint)
+        alone = [graph.backward([w], outputs=[y], which=[k], what=f"with only output {k} used", hint=hint)
                  for k, (y, w) in enumerate(zip(outputs, w1))]
         rows: list[tuple[str, torch.Tensor, torch.Tensor]] = []
         for j, (name, g1) in enumerate(zip(names, first)):
@@ -524,15 +641,15 @@ def _undefined(ctx: Context, subject: Subject, outputs: list[torch.Tensor], w1: 
                          what=f"the sum of the gradients with each of the {len(outputs)} outputs used alone (the "
                               "others' gradients undefined) vs all outputs used at once")
         except CheckFailed as exc:
-            raise CheckFailed(f"{exc.message}. {_which_alone(ctx, subject, outputs, w1, leaves, names, alone)}",
+            raise CheckFailed(f"{exc.message}. {_which_alone(ctx, graph, w1, names, alone)}",
                               **exc.details) from None
         return f"each of {len(outputs)} outputs used alone gives its share of the gradient"
     functions = [f for f in custom_functions(outputs) if _may_receive_none(f)]
     undefined_grad = getattr(getattr(torch._C, "_functions", None), "UndefinedGrad", None)
     if not functions or undefined_grad is None:
         return "one output, and no hand-written backward that turns materialisation off to receive None"
-    grads = _backward_again(subject, [undefined_grad()(outputs[0])], w1, leaves,
-                            what="with the output's gradient undefined", hint=hint)
+    grads = graph.backward(w1, outputs=[undefined_grad()(outputs[0])], what="with the output's gradient undefined",
+                           hint=hint)
     for name, g in zip(names, grads):
         if g is not None and bool(g.ne(0).any()):
             raise CheckFailed(

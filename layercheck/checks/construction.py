@@ -79,52 +79,70 @@ def factory_kwargs(ctx: Context) -> str:
     if ctx.target.instance is not None:
         raise CheckSkipped("an instance was given: layercheck cannot construct another with device= and dtype= "
                            "(pass the class and its constructor arguments)", applies=True)
-    accepted = [(key, value) for key, value in _FACTORY if _accepts(ctx.target.cls, key) is not False]
-    if not accepted:
-        raise CheckSkipped(f"the constructor of {ctx.target.cls.__name__} accepts neither device= nor dtype=")
+    cls = ctx.target.cls
+    declared = [(key, value) for key, value in _FACTORY if key in ctx.target.kwargs or _declares(cls, key)]
+    if not declared:
+        raise CheckSkipped(_undeclared(cls))
     done, rebuilt, given = [], None, _given_tensors(ctx)
-    for key, value in accepted:
+    for key, value in declared:
         layer = _construct_with(ctx, key, value)
-        if layer is None:  # **kwargs that turned the keyword down
-            continue
         _assert_placed(layer, key, value, "the constructor", given=given)
         _initialize_with(ctx, layer, key, value, given)
         done.append(f"{key}={_shown(value)}")
         if key == "device":
             rebuilt = _rebuild(ctx, layer)
-    if not done:
-        raise CheckSkipped(f"the constructor of {ctx.target.cls.__name__} accepts neither device= nor dtype=")
     message = f"constructed with {' and '.join(done)}: every parameter and buffer is there"
     return message + (f"; {rebuilt}" if rebuilt else "")
 
 
-def _accepts(cls: type, key: str) -> bool | None:
-    """Whether the constructor takes ``key``: True, False, or None when only ``**kwargs`` could."""
+def _declares(cls: type, key: str) -> bool:
+    """Whether the constructor names ``key`` (PyTorch's rule for its factory keywords: its module
+    battery tries them on constructors that declare them). A constructor that takes ``**kwargs``
+    declares what the base class it hands them on to declares (``LSTM(*args, **kwargs)`` passes
+    them to ``RNNBase(..., device=None, dtype=None)``); ``**kwargs`` alone promises nothing: an
+    einops-style layer reads unknown keywords as axis lengths, a Gaussian-process kernel keeps them."""
+    for klass in cls.__mro__:
+        if klass in (nn.Module, object):
+            return False
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            parameters = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            return False
+        if any(p.name == key and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in parameters):
+            return True
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            return False
+    return False
+
+
+def _undeclared(cls: type) -> str:
+    """Why factory_kwargs does not apply: the constructor names neither keyword."""
     try:
-        parameters = inspect.signature(cls).parameters.values()
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(cls).parameters.values())
     except (TypeError, ValueError):
-        return None
-    if any(p.name == key and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in parameters):
-        return True
-    return None if any(p.kind is p.VAR_KEYWORD for p in parameters) else False
+        takes_any = False
+    if not takes_any:
+        return f"the constructor of {cls.__name__} accepts neither device= nor dtype="
+    return (f"the constructor of {cls.__name__} names neither device= nor dtype= (it takes **kwargs, which need not "
+            "be factory keywords: PyTorch tries them only on constructors that declare them); a layer whose **kwargs "
+            "do take them says so by passing them among its constructor arguments (a spec's kwargs: {device: cpu}; "
+            "--kwarg device=cpu)")
 
 
 def _shown(value: Any) -> str:
     return repr(str(value)) if isinstance(value, torch.device) else f"torch.{dtype_name(value)}"
 
 
-def _construct_with(ctx: Context, key: str, value: Any) -> nn.Module | None:
-    """The layer constructed with ``key=value`` (seeded), or None when a constructor that takes
-    only ``**kwargs`` turns the keyword down."""
+def _construct_with(ctx: Context, key: str, value: Any) -> nn.Module:
+    """The layer constructed with ``key=value`` (seeded)."""
     target = ctx.target
     kwargs = {**target.kwargs, key: value}
     try:
         with seeded(ctx.seed):
             return target.cls(*target.args, **kwargs)
-    except TypeError as exc:
-        if key in str(exc) and _accepts(target.cls, key) is None:
-            return None
-        raise _constructor_failure(ctx, key, value, exc) from exc
     except Exception as exc:
         raise _constructor_failure(ctx, key, value, exc) from exc
 

@@ -7,6 +7,8 @@ from torch import nn
 
 LAYOUTS = ["3,5:BC"]
 EXPECT_FAIL: set[str] = set()
+# its hidden state is made for a batch of three: it takes no other batch size, and says so
+SKIP = {"observations"}
 
 
 class StatefulCell(nn.Module):
