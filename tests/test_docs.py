@@ -8,6 +8,7 @@ import functools
 import json
 import re
 import shlex
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,20 @@ def test_every_layercheck_command_the_docs_show_runs(shown: Shown, tmp_path: Pat
         assert (tmp_path / words[words.index("--output") + 1]).stat().st_size > 0
 
 
+PYTEST_ON_SPECS = [s for s in SHOWN if s.command.startswith("python -m pytest ") and ".yaml" in s.command]
+
+
+@pytest.mark.parametrize("shown", PYTEST_ON_SPECS, ids=[s.id for s in PYTEST_ON_SPECS])
+def test_every_pytest_command_on_spec_files_the_docs_show_runs(shown: Shown, tmp_path: Path) -> None:
+    for name in ("docs", "specs", "layers", "tests"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    words = shlex.split(shown.command)
+    done = subprocess.run([sys.executable, *words[1:], "-p", "no:cacheprovider"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"\b[1-9]\d* passed", done.stdout), done.stdout
+
+
 def test_every_other_command_the_docs_show_is_what_ci_runs(root: Path) -> None:
     """pip, pytest and sphinx commands are not run by a test: each is a subset of what .ci/run runs."""
     ci = (root / ".ci" / "run").read_text().replace('"$PYTHON"', "python")
@@ -116,7 +131,7 @@ def test_every_other_command_the_docs_show_is_what_ci_runs(root: Path) -> None:
         if line.startswith("python -m ") or " || python -m " in line:
             words = shlex.split(line.split(" || ")[-1])
             ci_words.setdefault(words[2], set()).update(words[3:])
-    others = [s for s in SHOWN if not s.command.startswith("layercheck ")]
+    others = [s for s in SHOWN if not s.command.startswith("layercheck ") and s not in PYTEST_ON_SPECS]
     assert others
     for shown in others:
         words = shlex.split(shown.command)
@@ -169,9 +184,10 @@ def test_each_check_has_a_page_with_what_layercheck_checks_id_prints() -> None:
         assert " ".join(reflow(info.doc).split()) in " ".join(page.split())
         assert all(f"{info.id}.{t.dtype} = {t.default:g}" in page for t in info.tolerances)
     text = CliRunner().invoke(app, ["checks", "gradients"], env={"COLUMNS": "100"}).stdout
-    assert "\n".join(line.rstrip() for line in text.splitlines()).strip() in pages["reference/checks/generated/gradients.md"]
+    page = pages["reference/checks/generated/gradients.md"]
+    assert "\n".join(line.rstrip() for line in text.splitlines()).strip() in page
     index = pages["reference/checks/generated/index.md"]
-    assert [m for m in re.findall(r"\[`([a-z_0-9]+)`\]", index)] == [c.id for c in catalogue()]
+    assert re.findall(r"\[`([a-z_0-9]+)`\]", index) == [c.id for c in catalogue()]
 
 
 def test_the_cli_page_holds_the_help_of_every_command() -> None:
