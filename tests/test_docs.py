@@ -254,3 +254,16 @@ def test_every_docs_page_is_in_a_toctree(root: Path) -> None:
     pages = {str(p.relative_to(docs).with_suffix("")) for p in docs.rglob("*.md")
              if "_build" not in p.parts and "generated" not in p.parts}
     assert pages <= listed, pages - listed
+
+
+def test_every_note_the_docs_and_the_code_name_is_one_the_notes_page_holds(root: Path) -> None:
+    defined = {title for title, _, _ in _generator().notes()}
+    assert len(defined) >= 30 and "emulated rounding" in defined and "jumps" in defined
+    named: dict[str, set[str]] = {}
+    for path in [*PAGES, *sorted((root / "layercheck").rglob("*.py"))]:
+        for title in re.findall(r"Note\s+\[([^\]]+)\]", path.read_text()):
+            named.setdefault(" ".join(title.replace("#", " ").split()), set()).add(path.name)
+    named.pop("...", None)  # "# Note [...]": the convention itself
+    assert set(named) <= defined, {t: named[t] for t in set(named) - defined}
+    page = _pages()["explanation/generated/notes.md"]
+    assert all(f"## {title}\n" in page for title in defined)
