@@ -27,12 +27,14 @@ COLUMNS = "80"  # the width the docs' screens are shown at
 @dataclass(frozen=True)
 class Shown:
     """One command of a ```console block (a line starting ``$ ``, continued by a trailing
-    backslash) and the output shown under it, if any."""
+    backslash), the output shown under it, if any, and the commands before it in its block (an
+    earlier command may write the file a later one reads)."""
 
     page: Path
     line: int
     command: str
     output: str
+    before: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -48,6 +50,7 @@ def shown_commands(page: Path) -> list[Shown]:
             i += 1
             continue
         i += 1
+        block: list[str] = []
         while i < len(lines) and lines[i].strip() != "```":
             start = i
             command = lines[i].removeprefix("$ ")
@@ -60,7 +63,8 @@ def shown_commands(page: Path) -> list[Shown]:
             while i < len(lines) and lines[i].strip() != "```" and not lines[i].startswith("$ "):
                 output.append(lines[i])
                 i += 1
-            found.append(Shown(page, start + 1, command, "\n".join(output)))
+            found.append(Shown(page, start + 1, command, "\n".join(output), tuple(block)))
+            block.append(command)
         i += 1
     return found
 
@@ -101,12 +105,16 @@ def test_every_layercheck_command_the_docs_show_runs(shown: Shown, tmp_path: Pat
     for name in ("docs", "specs", "layers", "tests"):  # the repository's paths, files written to tmp_path
         (tmp_path / name).symlink_to(ROOT / name)
     monkeypatch.chdir(tmp_path)
+    for earlier in shown.before:  # the files the block's earlier commands write
+        if " -o " in earlier or " --output " in earlier:
+            CliRunner().invoke(app, shlex.split(earlier)[1:], env={"COLUMNS": COLUMNS})
     result = CliRunner().invoke(app, words, env={"COLUMNS": COLUMNS}, prog_name="layercheck")
     assert result.exit_code in (0, 1), (shown.id, result.output)
     if shown.output:
         assert _untimed(result.stdout) == _untimed(shown.output), result.stdout
-    if "--output" in words:
-        assert (tmp_path / words[words.index("--output") + 1]).stat().st_size > 0
+    for i, word in enumerate(words[:-1]):
+        if word in ("-o", "--output"):
+            assert (tmp_path / words[i + 1]).stat().st_size > 0, words[i + 1]
 
 
 PYTEST_ON_SPECS = [s for s in SHOWN if s.command.startswith("python -m pytest ") and ".yaml" in s.command]
