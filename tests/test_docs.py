@@ -93,8 +93,8 @@ def test_the_docs_show_commands_in_console_blocks() -> None:
 @pytest.mark.parametrize("shown", _params())
 def test_every_layercheck_command_the_docs_show_runs(shown: Shown, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from layercheck.accelerators import accelerators
     from layercheck.cli import app
-    from layercheck.subject import accelerators
 
     words = shlex.split(shown.command)[1:]
     devices = [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--on", "--device")]
@@ -149,8 +149,8 @@ def test_every_other_command_the_docs_show_is_what_ci_runs(root: Path) -> None:
 
 
 def test_the_screens_in_the_docs_are_what_the_terminal_shows(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from layercheck.accelerators import accelerators
     from layercheck.cli import app
-    from layercheck.subject import accelerators
 
     if accelerators():  # the device check then runs and passes: other counts, another line
         pytest.skip("the screens are a machine's without CUDA or MPS (\"skipped device: no CUDA or MPS device\")")
@@ -275,3 +275,9 @@ def test_every_note_the_docs_and_the_code_name_is_one_the_notes_page_holds(root:
     assert set(named) <= defined, {t: named[t] for t in set(named) - defined}
     page = _pages()["explanation/generated/notes.md"]
     assert all(f"## {title}\n" in page for title in defined)
+    # and a page that says which file holds a note names the file that does
+    where = {title: place.split(":")[0] for title, place, _ in _generator().notes()}
+    for path in PAGES:
+        for title, file in re.findall(r"Note\s+\[([^\]]+)\]\s+in\s+`([^`]+)`", path.read_text()):
+            title = " ".join(title.split())
+            assert where[title].endswith(file), (path.name, title, file, where[title])
