@@ -271,7 +271,7 @@ def test_every_note_the_docs_and_the_code_name_is_one_the_notes_page_holds(root:
     for path in [*PAGES, *sorted((root / "layercheck").rglob("*.py"))]:
         for title in re.findall(r"Note\s+\[([^\]]+)\]", path.read_text()):
             named.setdefault(" ".join(title.replace("#", " ").split()), set()).add(path.name)
-    named.pop("...", None)  # "# Note [...]": the convention itself
+    named.pop("...", None)  # the convention written out with "..." for a name, not a note
     assert set(named) <= defined, {t: named[t] for t in set(named) - defined}
     page = _pages()["explanation/generated/notes.md"]
     assert all(f"## {title}\n" in page for title in defined)
