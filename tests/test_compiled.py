@@ -153,6 +153,7 @@ def test_export_is_skipped_where_torch_has_no_export(monkeypatch: pytest.MonkeyP
 # -- compile ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # about 20 s: torch.compile compiles the zoo layer's fast path afresh
 def test_compiled_values_that_differ_from_eager_fail_with_both_values() -> None:
     found = result(run_zoo("compile_fast_path", only=("compile",)), "compile")
     assert found.status.value == "failed"

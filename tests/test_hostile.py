@@ -129,6 +129,7 @@ def assert_contained(outcome: Outcome, folder: Path, names: list[str], good: lis
             assert any(r["check"] == "forward_runs" and r["status"] == "passed" for r in run["results"]), name
 
 
+@pytest.mark.slow  # about 15 s: every hostile layer, hangs included; each is also run alone in the slow tier
 def test_every_hostile_layer_is_contained_in_one_serial_run(folder: Path, good_verdict: list) -> None:
     outcome = layercheck(str(folder / "good.yaml"), *(str(folder / f"{n}.yaml") for n in NAMES),
                          "--timeout", f"{TIMEOUT:g}", "--max-memory", MEMORY, cwd=folder)

@@ -188,13 +188,16 @@ def assert_exits_2_with_one_line_or_runs(path: Path, what: str) -> int:
     return invoked.exit_code
 
 
-def test_random_spec_files_exit_2_with_one_line_or_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+# The everyday tier feeds the first 40 of the cases (a few seconds); the slow tier all of them.
+@pytest.mark.parametrize("cases", [40, pytest.param(CASES, marks=pytest.mark.slow)])
+def test_random_spec_files_exit_2_with_one_line_or_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       cases: int) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "layer.py").write_text(LAYER_FILE)
     rng = random.Random(SEED)
     kinds: dict[str, int] = {}
     exits: dict[int, int] = {}
-    for case in range(CASES):
+    for case in range(cases):
         path = tmp_path / f"case{case}.yaml"
         kind = write_case(rng, path)
         kinds[kind] = kinds.get(kind, 0) + 1
@@ -202,7 +205,7 @@ def test_random_spec_files_exit_2_with_one_line_or_run(tmp_path: Path, monkeypat
         exits[code] = exits.get(code, 0) + 1
         path.unlink()
     assert len(kinds) == 6  # every kind of case was tried
-    assert exits.get(2, 0) > CASES / 2 and exits.get(0, 0) + exits.get(1, 0) > CASES / 20, exits  # and both ways out
+    assert exits.get(2, 0) > cases / 2 and exits.get(0, 0) + exits.get(1, 0) > cases / 20, exits  # and both ways out
 
 
 @pytest.mark.parametrize("name", list(odd_paths(Path())))
