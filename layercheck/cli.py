@@ -23,7 +23,8 @@ from typer.core import TyperGroup
 
 # Nothing here imports torch (runner, isolation and loading do, inside the commands that need
 # them): --help, `layercheck checks` and usage errors answer at once.
-from layercheck import __version__, limits, listing, scaffold
+from layercheck import limits, listing, scaffold
+from layercheck._version import __version__
 from layercheck.errors import UsageError
 from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.layout import Layout
@@ -31,6 +32,7 @@ from layercheck.reporting import console as console_report
 from layercheck.reporting import registry as reporters
 from layercheck.result import ExitCode, Report
 from layercheck.shards import Shard
+from layercheck.sources import check_reference
 from layercheck.spec import (
     TargetSpec,
     find_specs,
@@ -82,7 +84,7 @@ app = typer.Typer(
     cls=_OneErrorStyle,
     help="Validate custom PyTorch layers, like MATLAB's checkLayer and further.",
     no_args_is_help=True,
-    epilog=f"Report formats (run --format): {', '.join(reporters.formats())}.",
+    epilog=f"Report formats (run --format): {', '.join(reporters.known_formats())}.",
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -146,7 +148,7 @@ def run(
     timeout_total: Annotated[float, typer.Option("--timeout-total", min=0.0, metavar="SECONDS", help="Time limit for the whole run in seconds (0: none): then the check running is an error and the targets not started are error runs.")] = 0.0,
     max_memory: Annotated[str | None, typer.Option("--max-memory", metavar="SIZE", show_default=False, help="Refuse targets whose layouts need more memory than this, and limit each worker process to it, e.g. 8GB or 512MiB (0: no limit; default: half the available memory).")] = None,
     no_isolate: Annotated[bool, typer.Option("--no-isolate", help="Run the checks in this process, not in worker processes: for debugging with pdb. A layer that exits, crashes or hangs in native code then ends or stalls the run.")] = False,
-    format: Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT", show_default=False, help=f"Report format: {', '.join(reporters.formats())} (default: the one --output's suffix names, else table).")] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT", show_default=False, help=f"Report format: {', '.join(reporters.known_formats())} (default: the one --output's suffix names, else table).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write the report to this file.", dir_okay=False)] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, metavar="N", help="Check this many targets at once, in worker processes (0: one per CPU).")] = 1,
     shard: Annotated[str | None, typer.Option("--shard", metavar="K/N", help="Check only the K-th of N shards of the targets (1-based), for CI matrix jobs: the targets sorted by name (spec path or layer reference), shard K takes the K-th, K+N-th, ... of them.")] = None,
@@ -183,9 +185,9 @@ def run(
         listing.check_selectors(tuple(selectors or ()), option)
     if output is not None:
         check_destination(output)
-    from layercheck import isolation, runner  # torch: only once the command line is known to be valid
+    from layercheck.plan import Options
 
-    options = runner.Options(
+    options = Options(
         seed=seed,
         only=tuple(check or ()),
         skip=tuple(skip or ()),
@@ -196,18 +198,9 @@ def run(
         timeout=timeout,
         timeout_total=timeout_total or None,
         max_memory=memory.bytes,
+        started=_started,
     )
-    runner.check_devices(options.devices)
-    if options.on is not None:
-        runner.check_devices([options.on], "--on")
-    runner.plan_for(None, options)  # validates every check id before anything runs
-    for spec in specs:
-        try:
-            runner.plan_for(spec, options)
-        except UsageError as exc:
-            raise UsageError(f"{spec.name}: checks: {exc}") from None
-        if options.on is None and spec.on is not None:
-            runner.check_devices([spec.on], f"{spec.name}: on:")
+    _validate(specs, options, in_process=no_isolate)
     if part is not None:
         everything, specs = len(specs), part.select(specs)
         if not specs:
@@ -215,9 +208,13 @@ def run(
     out = Console(highlight=False, soft_wrap=False)
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
         if no_isolate:
+            from layercheck import runner
+
             with contextlib.redirect_stdout(sys.stderr):  # what a layer prints never mixes with the report
                 report = runner.run(specs, options, progress=progress)  # type: ignore[arg-type]
         else:
+            from layercheck import isolation  # the workers import torch; this process does not
+
             report = isolation.run(specs, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
     _emit(report, fmt, output, out, quiet=quiet, verbose=verbose)
     if report.interrupted:
@@ -280,6 +277,28 @@ def checks_command(
               "--enable ID runs an opt-in check.", markup=False)
 
 
+@app.command("plugins")
+@_usage_errors
+def plugins_command() -> None:
+    """List the installed check and reporter plug-ins: name, kind, package and version, and
+    whether each loads (importing them: a broken one is listed with its error)."""
+    from layercheck import plugins, registry
+
+    registry.load_checks()
+    reporters.load_reporters()
+    found = [(p, error) for group in (plugins.CHECKS, plugins.REPORTERS) for p, error in plugins.status(group)]
+    if not found:
+        typer.echo("no plug-ins installed (entry-point groups layercheck.checks, layercheck.reporters)")
+        return
+    table = Table.grid(padding=(0, 2))
+    for heading in ("name", "kind", "package", "version", "status"):
+        table.add_column(no_wrap=heading != "status")
+    table.add_row(*[Text(h, style="bold") for h in ("name", "kind", "package", "version", "status")])
+    for p, error in found:
+        table.add_row(p.name, p.kind, p.package, p.version, "loaded" if error is None else f"failed: {error}")
+    Console(highlight=False).print(table)
+
+
 @app.command("init")
 @_usage_errors
 def init_command(
@@ -312,6 +331,31 @@ def reflow(doc: str) -> str:
     return "\n\n".join(paragraphs)
 
 
+def _validate(specs: list[TargetSpec], options: Any, *, in_process: bool) -> None:
+    """Every check id, device and tolerance asked for must exist, before anything runs. The
+    check ids are read from the catalogue's source (no torch); devices and tolerances need
+    torch and the checks (the runner), imported here only when some are given."""
+    for spec in specs:
+        for key, selectors in (("skip", spec.skip), ("enable", spec.enable)):
+            listing.check_selectors(selectors, f"{spec.name}: checks: {key}:")
+    if not (in_process or options.devices or options.on is not None or options.tolerance
+            or any(spec.on is not None or spec.tolerance for spec in specs)):
+        return
+    from layercheck import runner
+
+    runner.check_devices(options.devices)
+    if options.on is not None:
+        runner.check_devices([options.on], "--on")
+    runner.plan_for(None, options)
+    for spec in specs:
+        try:
+            runner.plan_for(spec, options)
+        except UsageError as exc:
+            raise UsageError(f"{spec.name}: checks: {exc}") from None
+        if options.on is None and spec.on is not None:
+            runner.check_devices([spec.on], f"{spec.name}: on:")
+
+
 def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dict[str, Any], args: list[Any],
                      kwargs: dict[str, Any], *, verbose: bool = False, import_layers: bool = True) -> list[TargetSpec]:
     """Spec files, folders of specs and layer references, validated before anything runs; a
@@ -335,6 +379,7 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
             layer_targets += 1
             if not any(spec.name is None for spec in inputs):
                 raise UsageError(f"{text}: a layer target needs --layout SIZES:FORMAT (once per input), e.g. --layout 24,24,20,128:SSCB")
+            check_reference(text, base_dir=Path.cwd())  # from source, before torch
             if import_layers:
                 from layercheck.loading import TargetNotFound, resolve
 
@@ -419,5 +464,11 @@ def _keyword(text: str) -> tuple[str, Any]:
     return name.strip(), _yaml_value(value, name.strip())
 
 
-def main() -> None:
+_started: float | None = None
+
+
+def main(*, started: float | None = None) -> None:
+    """``started``: time.perf_counter() when the command started (the run's time counts from it)."""
+    global _started
+    _started = started
     app(prog_name="layercheck")
