@@ -290,13 +290,12 @@ def plugins_command() -> None:
     if not found:
         typer.echo("no plug-ins installed (entry-point groups layercheck.checks, layercheck.reporters)")
         return
-    table = Table.grid(padding=(0, 2))
-    for heading in ("name", "kind", "package", "version", "status"):
-        table.add_column(no_wrap=heading != "status")
-    table.add_row(*[Text(h, style="bold") for h in ("name", "kind", "package", "version", "status")])
-    for p, error in found:
-        table.add_row(p.name, p.kind, p.package, p.version, "loaded" if error is None else f"failed: {error}")
-    Console(highlight=False).print(table)
+    rows = [("name", "kind", "package", "version", "status")]
+    rows += [(p.name, p.kind, p.package, p.version, "loaded" if error is None else f"failed: {error}")
+             for p, error in found]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:  # one line each, however narrow the terminal: an error is read whole
+        typer.echo("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[4]]))
 
 
 @app.command("init")

@@ -52,7 +52,7 @@ class Plugin:
 
 
 _found: dict[str, list[tuple[Plugin, EntryPoint]]] = {}
-_loaded: set[str] = set()  # the packages and groups imported
+_loaded: set[tuple[str, str]] = set()  # ("package", name) and ("group", name) imported
 _errors: dict[tuple[str, str], str] = {}  # (group, name) -> why it failed to load
 
 
@@ -76,19 +76,19 @@ def _entries(group: str) -> list[tuple[Plugin, EntryPoint]]:
 def load(package: str, group: str) -> None:
     """Import every module of ``package`` and every plug-in of ``group`` (once each). A plug-in
     that fails is recorded (:func:`failures`), and the others load."""
-    if package not in _loaded:
+    if ("package", package) not in _loaded:
         module = importlib.import_module(package)
         for info in pkgutil.iter_modules(module.__path__):
             importlib.import_module(f"{package}.{info.name}")
-        _loaded.add(package)
-    if group in _loaded:
+        _loaded.add(("package", package))
+    if ("group", group) in _loaded:
         return
     for plugin, ep in _entries(group):
         try:
             ep.load()
         except Exception as exc:
             _errors[(group, plugin.name)] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-    _loaded.add(group)
+    _loaded.add(("group", group))
 
 
 def status(group: str) -> list[tuple[Plugin, str | None]]:
@@ -110,7 +110,7 @@ def check_loaded(group: str) -> None:
 
 def loaded(group: str) -> list[Plugin]:
     """The plug-ins of ``group`` that loaded (for the report's environment)."""
-    return [plugin for plugin, error in status(group) if error is None] if group in _loaded else []
+    return [plugin for plugin, error in status(group) if error is None] if ("group", group) in _loaded else []
 
 
 def ordered(registry: Mapping[str, T], first: Iterable[str]) -> list[T]:

@@ -59,7 +59,7 @@ def check_reference(reference: str, *, base_dir: Path) -> None:
     public = sorted(n for n in bound if not n.startswith("_"))
     classes = sorted(n for n in top_level_classes(tree) if not n.startswith("_")) or public
     listed = ", ".join(classes[:12]) + (", ..." if len(classes) > 12 else "") if classes else "none"
-    raise UsageError(f"{reference}: no {name!r} in {where}{did_you_mean(first, public)} (classes there: {listed})")
+    raise UsageError(f"{reference}: no {name!r} in {where}{did_you_mean(first, public)} (layers there: {listed})")
 
 
 def top_level_names(tree: ast.Module) -> set[str] | None:
@@ -104,7 +104,12 @@ def _names_sys_modules(node: ast.AST) -> bool:
 
 
 def top_level_classes(tree: ast.Module) -> list[str]:
-    return [node.name for node in _top_level(tree.body) if isinstance(node, ast.ClassDef)]
+    """The classes a module defines whose bases look like a layer's (``nn.Module``,
+    ``torch.autograd.Function``, ``Module``...), else all of them."""
+    classes = [node for node in _top_level(tree.body) if isinstance(node, ast.ClassDef)]
+    layers = [node for node in classes
+              if any(ast.unparse(base).rpartition(".")[2] in ("Module", "Function") for base in node.bases)]
+    return [node.name for node in layers or classes]
 
 
 def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
