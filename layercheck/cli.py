@@ -255,7 +255,7 @@ def checks_command(
             for tol in info.tolerances:
                 out.print(Padding(Text(f"{info.id}.{tol.dtype} = {tol.default:g}: {tol.bounds}"), (0, 0, 0, 2)))
         out.print()
-        out.print(reflow(info.doc), markup=False)
+        out.print(reflow(listing.as_text(info.doc)), markup=False)
         return
     # Words are never broken: the MATLAB names (up to 52 letters) get a column only where
     # there is room for them, and `layercheck checks ID` names them always.
