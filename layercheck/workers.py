@@ -35,6 +35,7 @@ what an earlier worker finished), ``("load", spec, None)`` (only import the laye
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import re
@@ -47,21 +48,40 @@ from typing import Any
 from layercheck.limits import OUTPUT_LIMIT, shortened
 from layercheck.plan import Options
 
-# What the fork server imports before it forks workers: torch, layercheck and the checks (the
-# worker's side, layercheck.serve, imports them), once for the whole run rather than once per
-# worker. torch._dynamo (1 s: the meta_device check's meta kernels import it, compile and export
-# use it) is imported by the worker that needs it, and only where several workers run beside
-# each other is it paid once here instead.
-PRELOAD = ["layercheck.serve"]
+# What the fork server imports before it forks workers, once for the whole run rather than once
+# per worker: torch, layercheck and the checks (the worker's side, layercheck.serve, imports
+# them), and torch._dynamo (1 s). No check that runs by default compiles, but torch imports
+# torch._dynamo on the first call of its Python meta kernels (the meta_device check, for nearly
+# every layer: torch._prims_common's elementwise wrappers are torch._disable_dynamo'd), and
+# inside a check that import would count against the check's time limit.
+PRELOAD = ["layercheck.serve", "torch._dynamo"]
 
 
-def context(*, workers: int = 1) -> Any:
-    """The multiprocessing context workers come from: a fork server where there is one."""
+def context() -> Any:
+    """The multiprocessing context workers come from: a fork server where there is one (stopped
+    when this process exits)."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(PRELOAD + (["torch._dynamo"] if workers > 1 else []))
+        ctx.set_forkserver_preload(PRELOAD)
+        atexit.unregister(_stop_fork_server)
+        atexit.register(_stop_fork_server)
         return ctx
     return multiprocessing.get_context("spawn")
+
+
+def _stop_fork_server() -> None:
+    """Stop the fork server now rather than when it notices this process is gone: it may still
+    be importing torch, for nothing, or outlive the run by as long."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public way to ask
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
 
 
 # How long a worker asked to stop, or killed, is waited for.

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import install_package
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Runs the command line in this interpreter and prints, last, whether torch was imported.
@@ -92,26 +94,17 @@ def test_the_parent_of_a_run_does_not_import_torch() -> None:
 # -- plug-ins ------------------------------------------------------------------------------------
 
 
-def _install(site: Path, package: str, group: str, module_text: str) -> None:
-    """A package as pip leaves it: its module and a dist-info folder naming its entry point."""
-    (site / f"{package}.py").write_text(module_text)
-    info = site / f"{package}-1.2.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package.replace('_', '-')}\nVersion: 1.2\n")
-    (info / "entry_points.txt").write_text(f"[{group}]\n{package.removeprefix('broken_')} = {package}\n")
-
-
 @pytest.fixture(scope="module")
 def broken_reporter(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = tmp_path_factory.mktemp("site")
-    _install(site, "broken_shout", "layercheck.reporters", "raise ImportError('needs shoutlib')\n")
+    install_package(site, "broken_shout", "raise ImportError('needs shoutlib')\n", "layercheck.reporters")
     return site
 
 
 @pytest.fixture(scope="module")
 def broken_check(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = tmp_path_factory.mktemp("site")
-    _install(site, "broken_extra", "layercheck.checks", "import nosuchmodule_for_layercheck\n")
+    install_package(site, "broken_extra", "import nosuchmodule_for_layercheck\n", "layercheck.checks")
     return site
 
 
@@ -125,9 +118,9 @@ def test_a_broken_plugin_never_breaks_version_or_help(args: list[str], plugin: s
 
 def test_a_broken_reporter_is_one_line_when_its_format_is_asked_for(broken_reporter: Path) -> None:
     rc, out, err, _ = probe("run", "layers/srelu.py:SReLU", "--layout", "8,16:BC", "--check", "signatures",
-                            "--format", "shout", paths=(broken_reporter,))
+                            "--format", "broken_shout", paths=(broken_reporter,))
     assert rc == 2 and out == ""
-    assert err == ("layercheck: error: reporter plug-in 'shout' (broken_shout) from broken-shout 1.2 failed to "
+    assert err == ("layercheck: error: reporter plug-in 'broken_shout' (broken_shout) from broken_shout 0.1 failed to "
                    "load: ImportError: needs shoutlib\n")
 
 
@@ -142,8 +135,8 @@ def test_a_broken_check_plugin_is_one_line_for_a_run(broken_check: Path) -> None
     """Its checks would join the default suite: a run without them would pass for less than asked."""
     rc, out, err, _ = probe("run", "layers/srelu.py:SReLU", "--layout", "8,16:BC", paths=(broken_check,))
     assert rc == 2 and out == ""
-    assert err == ("layercheck: error: check plug-in 'extra' (broken_extra) from broken-extra 1.2 failed to load: "
-                   "ModuleNotFoundError: No module named 'nosuchmodule_for_layercheck'\n")
+    assert err == ("layercheck: error: check plug-in 'broken_extra' (broken_extra) from broken_extra 0.1 failed "
+                   "to load: ModuleNotFoundError: No module named 'nosuchmodule_for_layercheck'\n")
 
 
 def test_plugins_lists_what_is_installed_and_whether_it_loads(broken_reporter: Path, broken_check: Path) -> None:
@@ -151,9 +144,9 @@ def test_plugins_lists_what_is_installed_and_whether_it_loads(broken_reporter: P
     assert rc == 0, err
     rows = [line.split(maxsplit=4) for line in out.splitlines()]
     assert rows[0] == ["name", "kind", "package", "version", "status"]
-    assert ["extra", "check", "broken-extra", "1.2",
+    assert ["broken_extra", "check", "broken_extra", "0.1",
             "failed: ModuleNotFoundError: No module named 'nosuchmodule_for_layercheck'"] in rows
-    assert ["shout", "reporter", "broken-shout", "1.2", "failed: ImportError: needs shoutlib"] in rows
+    assert ["broken_shout", "reporter", "broken_shout", "0.1", "failed: ImportError: needs shoutlib"] in rows
 
 
 def test_plugins_says_when_there_are_none() -> None:
