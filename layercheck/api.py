@@ -16,7 +16,8 @@ from typing import Any
 
 from torch import nn
 
-from layercheck import __version__, runner
+from layercheck import limits, runner
+from layercheck._version import __version__
 from layercheck.errors import LoadError, UsageError
 from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.invocation import Invocation, class_reference
@@ -36,7 +37,7 @@ def check_layer(
     skip: Sequence[str] = (),
     enable: Sequence[str] = (),
     tolerance: Mapping[str, float] | None = None,
-    timeout: float = runner.DEFAULT_TIMEOUT,
+    timeout: float = limits.DEFAULT_TIMEOUT,
     devices: Sequence[str] = (),
     on: str | None = None,
     args: Sequence[Any] = (),

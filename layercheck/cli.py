@@ -24,7 +24,8 @@ from typer.core import TyperGroup
 
 # Nothing here imports torch (runner, isolation and loading do, inside the commands that need
 # them): --help, `layercheck checks` and usage errors answer at once.
-from layercheck import __version__, limits, listing, scaffold
+from layercheck import limits, listing, scaffold
+from layercheck._version import __version__
 from layercheck.errors import UsageError
 from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.layout import Layout
@@ -32,6 +33,7 @@ from layercheck.reporting import console as console_report
 from layercheck.reporting import registry as reporters
 from layercheck.result import ExitCode, Report
 from layercheck.shards import Shard
+from layercheck.sources import check_reference
 from layercheck.spec import (
     TargetSpec,
     find_specs,
@@ -83,7 +85,7 @@ app = typer.Typer(
     cls=_OneErrorStyle,
     help="Validate custom PyTorch layers, like MATLAB's checkLayer and further.",
     no_args_is_help=True,
-    epilog=f"Report formats (run --format): {', '.join(reporters.formats())}.",
+    epilog=f"Report formats (run --format): {', '.join(reporters.known_formats())}.",
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -128,7 +130,7 @@ def _usage_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-_FORMAT_HELP = (f"Report format: {', '.join(reporters.formats())} (default: table). With one --output: that file's "
+_FORMAT_HELP = (f"Report format: {', '.join(reporters.known_formats())} (default: table). With one --output: that file's "
                 "(default: the one its suffix names); with several, the terminal's (each file takes its suffix's).")
 _OUTPUT_HELP = ("Write the report to this file (the table still goes to the terminal). Repeatable: each file in the "
                 "format its suffix names (.json, .xml, .md, .html, .txt).")
@@ -193,9 +195,9 @@ def run(
         listing.check_selectors(tuple(selectors or ()), option)
     for path, _ in files:
         check_destination(path)
-    from layercheck import isolation, runner  # torch: only once the command line is known to be valid
+    from layercheck.plan import Options
 
-    options = runner.Options(
+    options = Options(
         seed=seed,
         only=tuple(check or ()),
         skip=tuple(skip or ()),
@@ -208,19 +210,10 @@ def run(
         max_memory=memory.bytes,
         strict=strict,
         interpret=interpret,
+        started=_started,
     )
-    runner.check_interpreter(specs, options)
-    runner.check_devices(options.devices)
-    if options.on is not None:
-        runner.check_devices([options.on], "--on")
-    runner.plan_for(None, options)  # validates every check id before anything runs
-    for spec in specs:
-        try:
-            runner.plan_for(spec, options)
-        except UsageError as exc:
-            raise UsageError(f"{spec.name}: checks: {exc}") from None
-        if options.on is None and spec.on is not None:
-            runner.check_devices([spec.on], f"{spec.name}: on:")
+    _check_interpreter(specs, options)
+    _validate(specs, options, in_process=no_isolate)
     if part is not None:
         everything, specs = len(specs), part.select(specs)
         if not specs:
@@ -228,9 +221,13 @@ def run(
     out = Console(highlight=False, soft_wrap=False)
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
         if no_isolate:
+            from layercheck import runner
+
             with contextlib.redirect_stdout(sys.stderr):  # what a layer prints never mixes with the report
                 report = runner.run(specs, options, progress=progress)  # type: ignore[arg-type]
         else:
+            from layercheck import isolation  # the workers import torch; this process does not
+
             report = isolation.run(specs, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
     _emit(report, fmt, files, out, quiet=quiet, verbose=verbose)
     if report.interrupted:
@@ -305,7 +302,7 @@ def checks_command(
             for tol in info.tolerances:
                 out.print(Padding(Text(f"{info.id}.{tol.dtype} = {tol.default:g}: {tol.bounds}"), (0, 0, 0, 2)))
         out.print()
-        out.print(reflow(info.doc), markup=False)
+        out.print(reflow(listing.as_text(info.doc)), markup=False)
         return
     # Words are never broken: the MATLAB names (up to 52 letters) get a column only where
     # there is room for them, and `layercheck checks ID` names them always.
@@ -325,6 +322,27 @@ def checks_command(
     out.print(table)
     out.print("layercheck checks ID: what the check does, its MATLAB counterpart, variants and tolerances; "
               "--enable ID runs an opt-in check.", markup=False)
+
+
+@app.command("plugins")
+@_usage_errors
+def plugins_command() -> None:
+    """List the installed check and reporter plug-ins: name, kind, package and version, and
+    whether each loads (importing them: a broken one is listed with its error)."""
+    from layercheck import plugins, registry
+
+    registry.load_checks()
+    reporters.load_reporters()
+    found = [(p, error) for group in (plugins.CHECKS, plugins.REPORTERS) for p, error in plugins.status(group)]
+    if not found:
+        typer.echo("no plug-ins installed (entry-point groups layercheck.checks, layercheck.reporters)")
+        return
+    rows = [("name", "kind", "package", "version", "status")]
+    rows += [(p.name, p.kind, p.package, p.version, "loaded" if error is None else f"failed: {error}")
+             for p, error in found]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:  # one line each, however narrow the terminal: an error is read whole
+        typer.echo("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[4]]))
 
 
 @app.command("init")
@@ -359,6 +377,42 @@ def reflow(doc: str) -> str:
     return "\n\n".join(paragraphs)
 
 
+def _check_interpreter(specs: list[TargetSpec], options: Any) -> None:
+    """Triton's interpreter asked for (--interpret, a spec's interpret: true) needs Triton
+    installed: a usage error otherwise, found without importing it."""
+    import importlib.util
+
+    for spec in specs:
+        if (options.interpret or spec.interpret) and importlib.util.find_spec("triton") is None:
+            where = "--interpret" if options.interpret else f"{spec.name}: interpret: true"
+            raise UsageError(f"{where}: Triton's interpreter needs Triton, which is not installed (pip install triton)")
+
+
+def _validate(specs: list[TargetSpec], options: Any, *, in_process: bool) -> None:
+    """Every check id, device and tolerance asked for must exist, before anything runs. The
+    check ids are read from the catalogue's source (no torch); devices and tolerances need
+    torch and the checks (the runner), imported here only when some are given."""
+    for spec in specs:
+        for key, selectors in (("skip", spec.skip), ("enable", spec.enable)):
+            listing.check_selectors(selectors, f"{spec.name}: checks: {key}:")
+    if not (in_process or options.devices or options.on is not None or options.tolerance
+            or any(spec.on is not None or spec.tolerance for spec in specs)):
+        return
+    from layercheck import runner
+
+    runner.check_devices(options.devices)
+    if options.on is not None:
+        runner.check_devices([options.on], "--on")
+    runner.plan_for(None, options)
+    for spec in specs:
+        try:
+            runner.plan_for(spec, options)
+        except UsageError as exc:
+            raise UsageError(f"{spec.name}: checks: {exc}") from None
+        if options.on is None and spec.on is not None:
+            runner.check_devices([spec.on], f"{spec.name}: on:")
+
+
 def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dict[str, Any], args: list[Any],
                      kwargs: dict[str, Any], *, verbose: bool = False, import_layers: bool = True,
                      interpret: bool = False) -> list[TargetSpec]:
@@ -384,6 +438,7 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
             layer_targets += 1
             if not any(spec.name is None for spec in inputs):
                 raise UsageError(f"{text}: a layer target needs --layout SIZES:FORMAT (once per input), e.g. --layout 24,24,20,128:SSCB")
+            check_reference(text, base_dir=Path.cwd())  # from source, before torch
             if import_layers:
                 from layercheck.loading import TargetNotFound, resolve
                 from layercheck.runner import prepare_interpreter
@@ -497,5 +552,11 @@ def _keyword(text: str) -> tuple[str, Any]:
     return name.strip(), _yaml_value(value, name.strip())
 
 
-def main() -> None:
+_started: float | None = None
+
+
+def main(*, started: float | None = None) -> None:
+    """``started``: time.perf_counter() when the command started (the run's time counts from it)."""
+    global _started
+    _started = started
     app(prog_name="layercheck")

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from layercheck.errors import CheckFailed
-from layercheck.registry import DTYPE_NAMES
+from layercheck.inputs import FLOATING as DTYPE_NAMES
 
 # The floating types a check variant may name ("float32") and their torch dtypes.
 DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_NAMES}

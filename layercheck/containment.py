@@ -26,8 +26,8 @@ from typing import IO, Any
 import numpy as np
 import torch
 
-# What one check's captured output may hold: the start and the end of anything longer.
-OUTPUT_LIMIT = 10_000
+from layercheck.limits import OUTPUT_LIMIT, shortened
+
 WARNINGS_LIMIT = 20
 
 _capture_file: IO[bytes] | None = None
@@ -172,15 +172,6 @@ def capture_into(path: str) -> None:
     _capture_file = open(path, "w+b")  # noqa: SIM115  # open for the worker's lifetime
 
 
-def read_capture(path: str) -> str:
-    """What a worker's capture file holds (after it died), shortened like any output."""
-    try:
-        with open(path, "rb") as f:
-            return _shortened(f.read(4 * OUTPUT_LIMIT).decode("utf-8", "replace"))
-    except OSError:
-        return ""
-
-
 @contextlib.contextmanager
 def _captured(effects: SideEffects) -> Iterator[None]:
     """File descriptors 1 and 2 (Python's prints and native ones) into the capture file."""
@@ -201,7 +192,7 @@ def _captured(effects: SideEffects) -> Iterator[None]:
             for fd in saved:
                 os.close(fd)
             sink.seek(0)
-            effects.output = _shortened(sink.read(4 * OUTPUT_LIMIT).decode("utf-8", "replace"))
+            effects.output = shortened(sink.read(4 * OUTPUT_LIMIT).decode("utf-8", "replace"))
 
 
 def _flush() -> None:
@@ -211,13 +202,6 @@ def _flush() -> None:
                 stream.flush()
         except Exception:  # a stream the layer closed or replaced with something odd
             pass
-
-
-def _shortened(text: str) -> str:
-    if len(text) <= OUTPUT_LIMIT:
-        return text
-    half = OUTPUT_LIMIT // 2
-    return f"{text[:half]}\n... ({len(text) - 2 * half} characters left out) ...\n{text[-half:]}"
 
 
 def _listed(caught: list[warnings.WarningMessage]) -> list[str]:

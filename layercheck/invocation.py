@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from layercheck import __version__
+from layercheck._version import __version__
 from layercheck.inputs import InputSpec
 from layercheck.layout import Layout
 

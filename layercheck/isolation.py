@@ -20,12 +20,18 @@ starts, how each ends. The report lists the runs in the order given, as a serial
   the workers are killed and the report holds what finished, marked interrupted.
 
 Every worker is reaped as soon as it ends: none outlives the run, none lingers as a zombie.
+
+This process never imports torch (:mod:`layercheck.plan` is all it needs): the workers do,
+and tell it each target's plan (its checks in order, with their time limits) and where they
+run (the report's environment).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import os
+import platform
 import shutil
 import tempfile
 import time
@@ -34,13 +40,14 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Any
 
-from layercheck import __version__, runner
+from layercheck import plan
+from layercheck._version import __version__
 from layercheck.errors import UsageError
-from layercheck.launch import context
+from layercheck.plan import Options, Progress, Record
 from layercheck.registry import selector
 from layercheck.result import CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
-from layercheck.workers import Worker
+from layercheck.workers import Worker, context
 
 # How much of a worker's output an error run quotes (a check's result keeps more, in its details).
 QUOTED_OUTPUT = 2_000
@@ -53,10 +60,11 @@ def grace(limit: float) -> float:
     return min(max(2.0, 0.1 * limit), 30.0)
 
 
-def run(specs: Sequence[TargetSpec], options: runner.Options, *, jobs: int = 1,
-        progress: runner.Progress | None = None) -> Report:
-    """Check every target in worker processes, ``jobs`` at a time; same report as :func:`runner.run`.
-    Raises UsageError when a layer named on the command line does not exist."""
+def run(specs: Sequence[TargetSpec], options: Options, *, jobs: int = 1,
+        progress: Progress | None = None) -> Report:
+    """Check every target in worker processes, ``jobs`` at a time; same report as
+    :func:`layercheck.runner.run`. Raises UsageError when a layer named on the command line
+    does not exist, or when a check plug-in fails to load."""
     return _Run(specs, options, jobs=max(1, jobs), progress=progress).go()
 
 
@@ -65,8 +73,10 @@ class _Target:
     """One target of the run, and what is known of it."""
 
     spec: TargetSpec
-    limits: dict[str, tuple[tuple[str, str], float | None]]  # check[variant] -> (key, time limit)
-    record: runner.Record = field(default_factory=runner.Record)
+    # check[variant] -> (key, time limit), and the plan's order: as the worker planned it
+    limits: dict[str, tuple[tuple[str, str], float | None]] = field(default_factory=dict)
+    order: list[tuple[str, str]] = field(default_factory=list)
+    record: Record = field(default_factory=Record)
     started: float | None = None
     run: RunReport | None = None
 
@@ -91,12 +101,12 @@ class _Job:
 
 
 class _Run:
-    def __init__(self, specs: Sequence[TargetSpec], options: runner.Options, *, jobs: int,
-                 progress: runner.Progress | None) -> None:
+    def __init__(self, specs: Sequence[TargetSpec], options: Options, *, jobs: int,
+                 progress: Progress | None) -> None:
         self.options = options
         self.jobs = jobs
         self.progress = progress
-        self.targets = [_Target(spec, _limits(spec, options)) for spec in specs]
+        self.targets = [_Target(spec) for spec in specs]
         # Layers named on the command line are imported first: one that does not exist is a
         # usage error (exit 2), found before any target is checked.
         self.queue: list[_Job] = [_Job("load", t) for t in self.targets if t.spec.source is None]
@@ -105,13 +115,15 @@ class _Run:
         self.context = context()
         self.folder = ""
         self.started_workers = 0
+        # One clock for the run's time and each target's: from the command's start where it is known.
+        self.start = options.started if options.started is not None else time.perf_counter()
+        self.environment: dict[str, Any] | None = None  # a worker's, once one has started
 
     @property
     def phase_limit(self) -> float | None:
         return self.options.timeout if self.options.timeout > 0 else None
 
     def go(self) -> Report:
-        start = time.perf_counter()
         deadline = time.monotonic() + self.options.timeout_total if self.options.timeout_total else None
         interrupted = False
         self.folder = tempfile.mkdtemp(prefix="layercheck-")
@@ -125,8 +137,8 @@ class _Run:
                 worker.kill()
             self.workers.clear()
             shutil.rmtree(self.folder, ignore_errors=True)
-        return Report(runs=[t.run for t in self.targets if t.run is not None], environment=runner.environment(),
-                      version=__version__, seconds=time.perf_counter() - start, interrupted=interrupted)
+        return Report(runs=[t.run for t in self.targets if t.run is not None], environment=self._environment(),
+                      version=__version__, seconds=time.perf_counter() - self.start, interrupted=interrupted)
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -134,7 +146,7 @@ class _Run:
         while any(t.run is None for t in self.targets):
             if deadline is not None and time.monotonic() >= deadline:
                 assert self.options.timeout_total is not None
-                ran_out = runner.total_timeout(self.options.timeout_total)
+                ran_out = plan.total_timeout(self.options.timeout_total)
                 self._stop(ran_out, unstarted=f"not checked: {ran_out} before this target started")
                 return
             self._dispatch()
@@ -164,6 +176,12 @@ class _Run:
                 continue
             if job.kind == "check" and loading:
                 return  # first every layer named on the command line is known to exist
+            if job.target.started is None and self._has_room():
+                # Its time runs from now (the run's start, for the first ones: what the user waits
+                # for), and its line shows now, before the first worker has imported torch.
+                job.target.started = self.start if not self.started_workers else time.perf_counter()
+                if self.progress is not None:
+                    self.progress(job.target.spec.name, "starting", 0, 0)
             worker = self._idle_worker()
             if worker is None:
                 return
@@ -175,8 +193,10 @@ class _Run:
                 continue
             job.follow("importing the layer" if job.kind == "load" else "starting", self.phase_limit)
             self.workers[worker] = job
-            if job.target.started is None:
-                job.target.started = time.perf_counter()
+
+    def _has_room(self) -> bool:
+        """Whether a job can be given to a worker now (an idle one, or room for a new one)."""
+        return len(self.workers) < self.jobs or any(job is None for job in self.workers.values())
 
     def _idle_worker(self) -> Worker | None:
         for worker, job in list(self.workers.items()):
@@ -211,11 +231,17 @@ class _Run:
             self._died(worker)
 
     def _handle(self, worker: Worker, message: tuple[Any, ...]) -> None:
+        if message[0] == "environment":
+            self.environment = message[1]
+            return
         job = self.workers[worker]
         assert job is not None
         target, kind = job.target, message[0]
         if kind == "phase":
             job.follow(message[1], self.phase_limit)
+        elif kind == "planned":
+            target.order = [key for key, _ in message[1]]
+            target.limits = {label(*key): (key, limit) for key, limit in message[1]}
         elif kind == "start":
             # a check this process does not know (a plug-in only the worker loads) has --timeout
             key, limit = target.limits.get(message[1][1], (None, self.phase_limit))
@@ -234,15 +260,17 @@ class _Run:
             self.workers[worker] = None
             if not message[2]:  # not healthy: a thread the layer started is still running
                 self._retire(worker)
+        elif kind == "usage":
+            raise UsageError(message[1])
         elif kind == "loaded":
             outcome, text = message[1]
             if outcome == "missing":
                 raise UsageError(text)
             if outcome == "failed":
-                target.run = runner.error_run(target.spec, self.options, text, seconds=self._seconds(target))
+                target.run = self._error_run(target.spec, self.options, text, seconds=self._seconds(target))
             self.workers[worker] = None
         elif kind == "crash":
-            target.run = runner.partial_run(target.spec, self.options, target.record, seconds=self._seconds(target),
+            target.run = self._partial_run(target.spec, self.options, target.record, seconds=self._seconds(target),
                                             error=f"layercheck failed while checking this target:\n{message[1]}")
             self._retire(worker)
 
@@ -293,9 +321,9 @@ class _Run:
         if output:
             error += f"; it wrote:\n{_tail(output)}"
         if job.kind == "load" or not target.record.results:
-            target.run = runner.error_run(target.spec, self.options, error, seconds=self._seconds(target))
+            target.run = self._error_run(target.spec, self.options, error, seconds=self._seconds(target))
         else:
-            target.run = runner.partial_run(target.spec, self.options, target.record, seconds=self._seconds(target),
+            target.run = self._partial_run(target.spec, self.options, target.record, seconds=self._seconds(target),
                                             error=error)
 
     def _crashed_check(self, job: _Job, how: str, output: str) -> CheckResult:
@@ -306,12 +334,12 @@ class _Run:
                        "the remaining checks ran in a fresh worker")
         else:
             assert job.limit is not None
-            message = (f"{runner.timeout_message(job.limit, job.doing)}; it did not return to Python within "
+            message = (f"{plan.timeout_message(job.limit, job.doing)}; it did not return to Python within "
                        f"{grace(job.limit):g} s more (a hang in native code, or a layer that swallows the "
                        "time-limit exception), so its worker process was killed and the remaining checks ran "
                        "in a fresh one")
         details: dict[str, Any] = {"output": output} if output else {}
-        details["reproduce"] = runner.invocation_of(job.target.spec, self.options).reproduce(selector(check, variant))
+        details["reproduce"] = plan.invocation_of(job.target.spec, self.options).reproduce(selector(check, variant))
         return CheckResult(check, variant, Status.ERROR, time.monotonic() - job.since, message, details)
 
     def _stop(self, reason: str, *, unstarted: str | None) -> None:
@@ -330,29 +358,42 @@ class _Run:
                 target.record.results[job.key] = CheckResult(
                     job.key[0], job.key[1], Status.ERROR, time.monotonic() - job.since,
                     f"{reason} while running {job.doing}")
-                target.run = runner.partial_run(target.spec, self.options, target.record,
+                target.run = self._partial_run(target.spec, self.options, target.record,
                                                 seconds=self._seconds(target))
             else:
-                target.run = runner.partial_run(target.spec, self.options, target.record,
+                target.run = self._partial_run(target.spec, self.options, target.record,
                                                 seconds=self._seconds(target), error=f"{reason} {_while(job.doing)}")
         for target in self.targets:
             if target.run is not None:
                 continue
             if target.started is not None:  # a fresh worker was to go on with its remaining checks
-                target.run = runner.partial_run(target.spec, self.options, target.record,
+                target.run = self._partial_run(target.spec, self.options, target.record,
                                                 seconds=self._seconds(target),
                                                 error=f"{reason} before its remaining checks ran")
             elif unstarted is not None:
-                target.run = runner.error_run(target.spec, self.options, unstarted)
+                target.run = self._error_run(target.spec, self.options, unstarted)
+
+    def _partial_run(self, spec: TargetSpec, options: Options, record: Record, *, seconds: float,
+                     error: str | None = None) -> RunReport:
+        target = next(t for t in self.targets if t.spec is spec)
+        return plan.run_report(spec, options, record, target.order, seconds=seconds, error=error)
+
+    def _error_run(self, spec: TargetSpec, options: Options, error: str, *, seconds: float = 0.0) -> RunReport:
+        return plan.run_report(spec, options, Record(), (), seconds=seconds, error=error)
+
+    def _environment(self) -> dict[str, Any]:
+        """The workers' environment; where none started, what is known without torch."""
+        if self.environment is not None:
+            return self.environment
+        try:
+            torch_version = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            torch_version = "not installed"
+        return {"python": platform.python_version(), "torch": torch_version, "devices": ["cpu"], "plugins": []}
 
     @staticmethod
     def _seconds(target: _Target) -> float:
         return time.perf_counter() - target.started if target.started is not None else 0.0
-
-
-def _limits(spec: TargetSpec, options: runner.Options) -> dict[str, tuple[tuple[str, str], float | None]]:
-    return {label(p.info.id, variant): ((p.info.id, variant), runner.limit_of(p.info, options))
-            for p in runner.plan_for(spec, options) for variant in p.variants}
 
 
 def _while(doing: str) -> str:

@@ -381,3 +381,14 @@ def _read(path: str) -> str | None:
         return Path(path).read_text()
     except OSError:
         return None
+
+
+OUTPUT_LIMIT = 10_000
+"""What one check's captured output may hold: the start and the end of anything longer."""
+
+
+def shortened(text: str) -> str:
+    if len(text) <= OUTPUT_LIMIT:
+        return text
+    half = OUTPUT_LIMIT // 2
+    return f"{text[:half]}\n... ({len(text) - 2 * half} characters left out) ...\n{text[-half:]}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -68,6 +69,23 @@ def check_selectors(selectors: list[str] | tuple[str, ...], option: str) -> None
         if variant and entry.variants is not None and variant not in entry.variants + entry.optional_variants:
             names = ", ".join(v for v in entry.variants + entry.optional_variants if v) or "none"
             raise UsageError(f"{option} {text}: check {entry.id!r} has no variant {variant!r}; its variants: {names}")
+
+
+_ROLE = re.compile(r":(?:py:)?(func|meth|class|mod|attr|data|obj|exc|ref|doc)?:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def as_text(doc: str) -> str:
+    """A docstring's reST markup as plain text for a terminal: ``path`` -> path,
+    :func:`name` -> name(), :class:`~a.b.Name` -> Name."""
+
+    def role(match: re.Match[str]) -> str:
+        kind, target = match.group(1), match.group(2).strip()
+        if match.group(0).split("`", 1)[1].startswith("~"):
+            target = target.rpartition(".")[2]
+        return f"{target}()" if kind in ("func", "meth") and not target.endswith(")") else target
+
+    return _LITERAL.sub(r"\1", _ROLE.sub(role, doc))
 
 
 def imported_entries() -> list[Entry]:

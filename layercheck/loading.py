@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from layercheck.errors import CheckTimeout, LoadError, did_you_mean
+from layercheck.sources import is_file_reference, split_reference
 from layercheck.subject import kind_of
 
 
@@ -27,14 +28,6 @@ def is_layer_class(obj: object) -> bool:
     )
 
 
-def split_reference(reference: str) -> tuple[str, str | None]:
-    """``"a/b.py:Cls"`` -> ``("a/b.py", "Cls")``; a Windows drive colon is not a separator."""
-    head, sep, tail = reference.rpartition(":")
-    if not sep or not tail or "/" in tail or "\\" in tail or tail.endswith(".py"):
-        return reference, None
-    return head, tail
-
-
 def resolve(reference: str, *, base_dir: Path | None = None) -> Any:
     """What a reference names — a layer class, an ``autograd.Function``, a custom operator or
     a function; relative file paths are taken from ``base_dir``. ``torch.ops.ns.name`` names an
@@ -42,7 +35,7 @@ def resolve(reference: str, *, base_dir: Path | None = None) -> Any:
     if reference.startswith("torch.ops."):
         return _registered_op(reference)
     where, name = split_reference(reference)
-    if where.endswith(".py") or "/" in where or "\\" in where:
+    if is_file_reference(where):
         path = Path(where)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from layercheck import plugins
 from layercheck.errors import UsageError, did_you_mean
+from layercheck.inputs import FLOATING
 
 if TYPE_CHECKING:
-    from layercheck.context import Context
     from layercheck.subject import Target
 
 # Catalogue order: the SPEC's tables. Third-party checks follow in registration order.
@@ -29,10 +29,12 @@ SPEC_ORDER = (
     "export", "compile", "gradgrad", "forward_ad", "autocast", "vmap", "train_step", "distributed",
 )
 
-CheckFn = Callable[["Context"], Any]
+# A check receives a layercheck.context.Context; the registry sits below the context (which reads
+# checks from it) and does not name it.
+CheckFn = Callable[[Any], Any]
 Applies = Callable[["Target"], "str | None"]
 
-DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
+DTYPE_NAMES = FLOATING
 GRADIENTS = "gradients"
 """The check a bare ``DTYPE=VALUE`` tolerance belongs to: the numerical-gradient comparison."""
 
@@ -178,7 +180,7 @@ def check(
 
 def load_checks() -> None:
     """Import the built-in check modules and third-party entry points (once)."""
-    plugins.load("layercheck.checks", "layercheck.checks", "check")
+    plugins.load("layercheck.checks", plugins.CHECKS)
 
 
 def catalogue() -> list[CheckInfo]:
@@ -196,6 +198,7 @@ def readers_of(run: SharedRun) -> frozenset[str]:
 def get(check_id: str) -> CheckInfo:
     load_checks()
     if check_id not in _REGISTRY:
+        plugins.check_loaded(plugins.CHECKS)  # the check may have been a broken plug-in's
         hint = did_you_mean(check_id, _REGISTRY) or "; `layercheck checks` lists them"
         raise UsageError(f"unknown check id {check_id!r}{hint}")
     return _REGISTRY[check_id]
@@ -230,8 +233,11 @@ def select(only: Iterable[str] = (), skip: Iterable[str] = (), enable: Iterable[
     ``only`` restricts to those checks (or single variants, ``dtype:float16``) plus
     everything they require (which run too);
     ``skip`` drops checks or single variants (``dtype:float64``); ``enable`` adds opt-in checks
-    or opt-in variants (``dtype:float16``). Unknown ids raise UsageError.
+    or opt-in variants (``dtype:float16``). Unknown ids raise UsageError, and so does a check
+    plug-in that failed to load (its checks would be missing from the run).
     """
+    load_checks()
+    plugins.check_loaded(plugins.CHECKS)
     only_parsed = [parse_selector(s) for s in only]
     only_ids = {cid for cid, _ in only_parsed}
     # --check dtype:float16 runs just that variant; --check dtype runs the check's usual ones

@@ -23,13 +23,14 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
-from layercheck import __version__, limits
+from layercheck import limits, plugins
+from layercheck._version import __version__
 from layercheck.accelerators import accelerators, full_float32
 from layercheck.calling import backpropagate
 from layercheck.containment import contained
@@ -45,64 +46,26 @@ from layercheck.errors import (
     layer_failure,
 )
 from layercheck.frames import user_trace
-from layercheck.invocation import Invocation
-from layercheck.limits import DEFAULT_TIMEOUT
 from layercheck.loading import resolve
 from layercheck.locations import layer_location
+from layercheck.plan import (  # re-exported: the runner's API
+    Listener,
+    Options,
+    Progress,
+    Record,
+    invocation_of,
+    limit,
+    on_of,
+    run_report,
+    seed_of,
+    timeout_message,
+    total_timeout,
+)
 from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select, selector
 from layercheck.result import BLOCKED, NOT_APPLICABLE, NOT_JUDGED, CheckResult, Report, RunReport, Status, label
 from layercheck.spec import TargetSpec
 from layercheck.subject import Target
 from layercheck.tensors import Outputs
-
-Progress = Callable[[str, str, int, int], None]
-"""Called before each check runs: (target name, "check[variant]", index, total)."""
-
-
-@dataclass(frozen=True)
-class Options:
-    """Knobs of one invocation that apply to every target (the command line's).
-
-    ``tolerance`` maps ``CHECK.DTYPE`` (or a bare ``DTYPE``: the gradient check) to a value;
-    it overrides a spec's own ``tolerance:``."""
-
-    seed: int | None = None
-    only: tuple[str, ...] = ()
-    skip: tuple[str, ...] = ()
-    enable: tuple[str, ...] = ()
-    devices: tuple[str, ...] = ()
-    on: str | None = None  # the device every target is checked on (--on); overrides a spec's on:
-    tolerance: Mapping[str, float] = field(default_factory=dict)
-    timeout: float = DEFAULT_TIMEOUT
-    timeout_total: float | None = None  # the whole run's limit (--timeout-total)
-    max_memory: int | None = None  # bytes a worker process may allocate beyond its start (--max-memory)
-    strict: bool = False  # a check that applies but could not judge the layer fails (--strict)
-    interpret: bool = False  # Triton kernels run under Triton's interpreter (--interpret; triton_interpret.py)
-    contained: bool = False  # set in a worker process: prints are captured, a KeyboardInterrupt is the layer's
-
-
-@dataclass
-class Record:
-    """What is known of a target's checks so far: their results, the checks whose failure
-    blocks their dependents, and the facts recorded. A worker that takes over a target whose
-    worker died starts from the record its parent kept."""
-
-    results: dict[tuple[str, str], CheckResult] = field(default_factory=dict)
-    # check id -> what blocks its dependents: "failed" or "ended in an error" for a root cause,
-    # "was skipped because ROOT failed" for a check skipped because of one
-    blocked: dict[str, str] = field(default_factory=dict)
-    facts: dict[str, Any] = field(default_factory=dict)
-    kind: str | None = None  # the target's, once its layer is imported
-
-
-class Listener:
-    """Told what a run does as it does it (a worker tells its parent); here it does nothing."""
-
-    def phase(self, text: str) -> None:
-        """A step that is not a check begins: importing the layer, constructing it."""
-
-    def finished(self, key: tuple[str, str], result: CheckResult, record: Record) -> None:
-        """A check has its result (already in ``record``)."""
 
 
 def check_devices(devices: Sequence[str], option: str = "--device") -> None:
@@ -123,31 +86,11 @@ def check_devices(devices: Sequence[str], option: str = "--device") -> None:
                              f"{', '.join(present) or 'none'})")
 
 
-def on_of(spec: TargetSpec | None, options: Options) -> str | None:
-    """The device a target is checked on: the command line's --on, else the spec's on:, else
-    None (the CPU)."""
-    return options.on if options.on is not None else (spec.on if spec is not None else None)
-
-
 def environment() -> dict[str, Any]:
-    return {"python": platform.python_version(), "torch": torch.__version__, "devices": ["cpu", *accelerators()]}
-
-
-def seed_of(spec: TargetSpec, options: Options) -> int:
-    """The command line's seed, else the spec's, else 0."""
-    return options.seed if options.seed is not None else (spec.seed if spec.seed is not None else 0)
-
-
-def invocation_of(spec: TargetSpec, options: Options) -> Invocation:
-    """How the user named this target and what they gave beside it."""
-    seed, tolerance = seed_of(spec, options), dict(options.tolerance)
-    if spec.source is not None:
-        return Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance, devices=options.devices,
-                          enable=options.enable, on=options.on,
-                          interpret=options.interpret)  # a spec's own on: and interpret: are in the spec
-    return Invocation(spec.layer, layouts=spec.inputs, args=spec.args, kwargs=dict(spec.kwargs), seed=seed,
-                      tolerance=tolerance, devices=options.devices, enable=options.enable, constants=spec.constants,
-                      on=on_of(spec, options), interpret=options.interpret or spec.interpret)
+    """Where the checks ran: Python, torch, the devices, and the check plug-ins loaded."""
+    return {"python": platform.python_version(), "torch": torch.__version__, "devices": ["cpu", *accelerators()],
+            "plugins": [{"name": p.name, "kind": p.kind, "package": p.package, "version": p.version}
+                        for p in plugins.loaded(plugins.CHECKS)]}
 
 
 def make_target(spec: TargetSpec, options: Options) -> Target:
@@ -182,7 +125,9 @@ def run_spec(spec: TargetSpec, options: Options, progress: Progress | None = Non
     ``record``: what an earlier worker finished (its checks are not run again)."""
     start = time.perf_counter()
     plan = plan_for(spec, options)
-    (listener or Listener()).phase("importing the layer")
+    listener = listener or Listener()
+    listener.planned([((p.info.id, variant), limit_of(p.info, options)) for p in plan for variant in p.variants])
+    listener.phase("importing the layer")
     try:
         target = load_target(spec, options)
     except LoadError as exc:
@@ -239,16 +184,6 @@ def prepare_interpreter(asked: bool) -> Any:
     return triton_interpret if triton_interpret.wanted(asked) else None
 
 
-def check_interpreter(specs: Sequence[TargetSpec], options: Options) -> None:
-    """Raises UsageError when Triton's interpreter is asked for and Triton is not installed."""
-    for spec in specs:
-        if options.interpret or spec.interpret:
-            where = "--interpret" if options.interpret else f"{spec.name}: interpret: true"
-            if not _TRITON_INSTALLED:
-                raise UsageError(f"{where}: Triton's interpreter needs Triton, which is not installed "
-                                 "(pip install triton)")
-
-
 def error_run(spec: TargetSpec, options: Options, error: str, *, seconds: float = 0.0) -> RunReport:
     """The run report of a target that could not be checked: why."""
     return partial_run(spec, options, Record(), seconds=seconds, error=error)
@@ -258,10 +193,12 @@ def partial_run(spec: TargetSpec, options: Options, record: Record, *, seconds: 
                 error: str | None = None) -> RunReport:
     """The run report of a target from what is known of it: the results ``record`` holds, in
     the plan's order (and why the rest is missing, when it could not be checked to the end)."""
-    return RunReport(target=spec.name, kind=record.kind, inputs=spec.input_dicts(),
-                     seed=seed_of(spec, options), seconds=seconds,
-                     results=ordered_results(plan_for(spec, options), record.results), error=error,
-                     custom_backward=record.facts.get("custom_backward"), location=record.facts.get("location"))
+    return run_report(spec, options, record, planned_keys(plan_for(spec, options)), seconds=seconds, error=error)
+
+
+def planned_keys(plan: Sequence[Planned]) -> list[tuple[str, str]]:
+    """Every (check, variant) of ``plan``, in its order."""
+    return [(planned.info.id, variant) for planned in plan for variant in planned.variants]
 
 
 def ordered_results(plan: Sequence[Planned], results: Mapping[tuple[str, str], CheckResult]) -> list[CheckResult]:
@@ -272,16 +209,7 @@ def ordered_results(plan: Sequence[Planned], results: Mapping[tuple[str, str], C
 
 def limit_of(info: CheckInfo, options: Options) -> float | None:
     """A check's time limit in seconds: its own, else ``--timeout``; None for none."""
-    limit = info.timeout or options.timeout
-    return limit if limit and limit > 0 else None
-
-
-def timeout_message(limit: float, label_: str) -> str:
-    return f"timed out after {limit:g} s in {label_} (its time limit of {limit:g} s; does the layer hang?)"
-
-
-def total_timeout(total: float) -> str:
-    return f"the run's time limit of {total:g} s (--timeout-total) ran out"
+    return limit(info.timeout, options)
 
 
 class TargetRun:
@@ -523,7 +451,7 @@ def run(specs: Sequence[TargetSpec], options: Options, progress: Progress | None
     others. The user's Ctrl-C stops the run: the report holds the targets that finished and
     says it was interrupted. ``--timeout-total`` is kept between checks (a check that hangs
     is stopped by its own limit)."""
-    start = time.perf_counter()
+    start = options.started if options.started is not None else time.perf_counter()
     deadline = time.monotonic() + options.timeout_total if options.timeout_total else None
     runs: list[RunReport] = []
     interrupted = False

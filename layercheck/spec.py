@@ -10,9 +10,9 @@ from typing import Any
 import yaml
 
 from layercheck.errors import LayoutError, SpecError, did_you_mean
+from layercheck.inputs import FLOATING as DTYPE_NAMES
 from layercheck.inputs import InputSpec, input_from_mapping
 from layercheck.layout import Layout
-from layercheck.registry import DTYPE_NAMES
 
 _KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance", "on", "interpret")
 _CHECK_KEYS = ("skip", "enable")

@@ -1,7 +1,7 @@
 """Worker processes: where a layer is checked, apart from the run that reports on it.
 
 A worker is a fork of a fork server that imported torch, layercheck and its checks once
-(:func:`layercheck.launch.context`; spawned where there is no fork server): forking a
+(:func:`context`; spawned where there is no fork server): forking a
 process that already runs torch's thread pools can deadlock, a fork server's clean process
 cannot, and each worker costs a fork instead of an import of torch. A worker checks one
 target at a time, one check at a time, telling its parent which check starts and how each
@@ -35,31 +35,54 @@ what an earlier worker finished), ``("load", spec, None)`` (only import the laye
 
 from __future__ import annotations
 
-import ctypes
-import dataclasses
-import faulthandler
-import io
-import json
+import atexit
+import multiprocessing
 import os
-import pickle
 import re
 import signal
-import threading
 import time
-import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-import torch
+from layercheck.limits import OUTPUT_LIMIT, shortened
+from layercheck.plan import Options
 
-from layercheck import runner
-from layercheck.containment import capture_into, read_capture
-from layercheck.errors import LoadError
-from layercheck.limits import limit_worker_memory
-from layercheck.loading import TargetNotFound
-from layercheck.result import CheckResult, RunReport
-from layercheck.spec import TargetSpec
+# What the fork server imports before it forks workers, once for the whole run rather than once
+# per worker: torch, layercheck and the checks (the worker's side, layercheck.serve, imports
+# them), and torch._dynamo (1 s). No check that runs by default compiles, but torch imports
+# torch._dynamo on the first call of its Python meta kernels (the meta_device check, for nearly
+# every layer: torch._prims_common's elementwise wrappers are torch._disable_dynamo'd), and
+# inside a check that import would count against the check's time limit.
+PRELOAD = ["layercheck.serve", "torch._dynamo"]
+
+
+def context() -> Any:
+    """The multiprocessing context workers come from: a fork server where there is one (stopped
+    when this process exits)."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+        atexit.unregister(_stop_fork_server)
+        atexit.register(_stop_fork_server)
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _stop_fork_server() -> None:
+    """Stop the fork server now rather than when it notices this process is gone: it may still
+    be importing torch, for nothing, or outlive the run by as long."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public way to ask
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
 
 # How long a worker asked to stop, or killed, is waited for.
 JOIN_SECONDS = 5.0
@@ -74,7 +97,7 @@ class Worker:
     capture: str  # the file the worker captures a check's output into
 
     @classmethod
-    def start(cls, context: Any, options: runner.Options, capture: str, *, threads: int | None = None) -> Worker:
+    def start(cls, context: Any, options: Options, capture: str, *, threads: int | None = None) -> Worker:
         """A new worker; ``threads``: torch's thread count there (None: torch's default)."""
         mine, theirs = context.Pipe()
         process = context.Process(target=_serve, args=(theirs, options, dict(os.environ), capture, threads),
@@ -170,116 +193,17 @@ def _without_addresses(text: str) -> str:
     return re.sub(r"(?m)^(Current thread|Thread) 0x[0-9a-f]+", r"\1", text)
 
 
-# -- the worker's side ----------------------------------------------------------------------------
+def _serve(*args: Any) -> None:
+    """The worker process's main function (:func:`layercheck.serve.serve`), imported there, not here."""
+    from layercheck import serve
+
+    serve.serve(*args)
 
 
-def _serve(conn: Connection, options: runner.Options, environ: dict[str, str], capture: str,
-           threads: int | None = None) -> None:
-    """Worker process: check the targets it is given, one at a time, until told to stop."""
-    _become_worker(environ, capture)
-    if threads is not None:
-        torch.set_num_threads(threads)
-    limit_worker_memory(options.max_memory)
-    options = dataclasses.replace(options, contained=True)
-    while True:
-        try:
-            request = conn.recv()
-        except (EOFError, OSError):  # the parent is gone
-            return
-        if request is None:
-            return
-        kind, spec, record = request
-        try:
-            if kind == "load":
-                _send(conn, ("loaded", _load(spec, options)))
-                continue
-            run = runner.run_spec(spec, options, progress=lambda *payload: _send(conn, ("start", payload)),
-                                  record=record, listener=_Messages(conn))
-            # A thread the layer started would go on running beside the next target.
-            _send(conn, ("report", run, threading.active_count() == 1))
-        except BaseException:
-            _send(conn, ("crash", traceback.format_exc(limit=-8)))
-            return
-
-
-def _become_worker(environ: dict[str, str], capture: str) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def read_capture(path: str) -> str:
+    """What a worker's capture file holds (after it died), shortened like any output."""
     try:
-        os.setpgid(0, 0)
+        with open(path, "rb") as f:
+            return shortened(f.read(4 * OUTPUT_LIMIT).decode("utf-8", "replace"))
     except OSError:
-        pass
-    _die_with_parent()
-    if environ != dict(os.environ):  # the fork server's environment is the one it started with
-        os.environ.clear()
-        os.environ.update(environ)
-    os.dup2(2, 1)  # what a layer prints outside a check (at import) must not reach a report on stdout
-    capture_into(capture)
-    faulthandler.enable(all_threads=True)
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
-
-
-def _die_with_parent() -> None:
-    """Linux: the kernel kills this process when its parent (the fork server, which ends with
-    the run) ends, so that no worker outlives a run that was killed."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _load(spec: TargetSpec, options: runner.Options) -> tuple[str, str | None]:
-    """Import a layer named on the command line: ("missing", why) when it does not exist (a
-    usage error), ("failed", the run's error) when it cannot be imported, ("loaded", None)."""
-    try:
-        runner.load_target(spec, options, announce=False)  # the check that follows says what it needs to
-    except TargetNotFound as exc:
-        return "missing", str(exc)
-    except LoadError as exc:
-        return "failed", str(exc)
-    return "loaded", None
-
-
-class _Messages(runner.Listener):
-    """Tells the parent what the run does."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def phase(self, text: str) -> None:
-        _send(self.conn, ("phase", text))
-
-    def finished(self, key: tuple[str, str], result: CheckResult, record: runner.Record) -> None:
-        _send(self.conn, ("done", key, result, record.blocked.get(key[0]), dict(record.facts), record.kind))
-
-
-def _send(conn: Connection, message: tuple[Any, ...]) -> None:
-    try:
-        _ParentCanRead(io.BytesIO(pickle.dumps(message))).load()
-    except Exception:  # a detail that cannot be pickled, or that the parent could not unpickle
-        message = tuple(_plain(part) for part in message)  # what the JSON report would hold
-    conn.send(message)
-
-
-class _ParentCanRead(pickle.Unpickler):
-    """Unpickles only what the parent can import: not the classes of a layer's module, which
-    only workers import (a detail holding an instance of one would fail there)."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module.partition(".")[0] not in _PARENT_MODULES:
-            raise pickle.UnpicklingError(f"{module}.{name} may not be importable in the parent")
-        return super().find_class(module, name)
-
-
-_PARENT_MODULES = frozenset({"builtins", "copyreg", "collections", "_codecs", "enum", "pathlib", "numpy", "torch",
-                             "layercheck"})
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, CheckResult):
-        return CheckResult.from_dict(json.loads(json.dumps(value.to_dict(), default=str)))
-    if isinstance(value, RunReport):
-        return RunReport.from_dict(json.loads(json.dumps(value.to_dict(), default=str)))
-    if isinstance(value, dict):
-        return json.loads(json.dumps(value, default=str))
-    return value
+        return ""

@@ -80,3 +80,13 @@ def failed_checks(report: RunReport) -> set[str]:
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+def install_package(folder: Path, package: str, module_text: str, group: str) -> None:
+    """A package as pip would leave it in ``folder``: the module, and a dist-info folder with its
+    entry point (named as the package, version 0.1) in ``group``."""
+    (folder / f"{package}.py").write_text(module_text)
+    info = folder / f"{package}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{package} = {package}\n")

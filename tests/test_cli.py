@@ -44,7 +44,8 @@ def test_json_report_matches_the_schema(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["schema"] == "layercheck.report/1"
     assert set(data) == {"schema", "layercheck_version", "environment", "runs", "summary"}
-    assert set(data["environment"]) == {"python", "torch", "devices"}
+    assert set(data["environment"]) == {"python", "torch", "devices", "plugins"}
+    assert data["environment"]["plugins"] == []  # the check plug-ins that ran: none installed here
     (run,) = data["runs"]
     assert set(run) == {"target", "kind", "custom_backward", "inputs", "status", "error", "location", "seed",
                         "seconds", "summary", "results"}

@@ -307,14 +307,28 @@ class _LayerThing:
 def test_a_result_the_parent_could_not_unpickle_arrives_as_the_json_report_holds_it() -> None:
     from multiprocessing import Pipe
 
-    from layercheck import workers
+    from layercheck import serve
     from layercheck.result import CheckResult, Status
 
     mine, theirs = Pipe()
     result = CheckResult("predict_runs", "", Status.FAILED, 0.1, "wrong", {"thing": _LayerThing(), "n": 2})
-    workers._send(theirs, ("done", ("predict_runs", ""), result, "failed", {}, "module"))
+    serve._send(theirs, ("done", ("predict_runs", ""), result, "failed", {}, "module"))
     received = mine.recv()[2]
     assert received.details == {"thing": "LayerThing()", "n": 2} and received.message == "wrong"
+
+
+def test_a_detail_holding_torch_objects_arrives_without_torch_in_the_parent() -> None:
+    """The parent of an isolated run never imports torch: a tensor, a dtype or a size in a
+    result arrives as the JSON report holds it."""
+    from multiprocessing import Pipe
+
+    from layercheck import serve
+    from layercheck.result import CheckResult, Status
+
+    mine, theirs = Pipe()
+    details = {"dtype": torch.float32, "size": torch.Size([2, 3]), "n": 2}
+    serve._send(theirs, ("done", ("dtype", ""), CheckResult("dtype", "", Status.FAILED, 0.1, "x", details)))
+    assert mine.recv()[2].details == {"dtype": "torch.float32", "size": [2, 3], "n": 2}
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ import layercheck
 from layercheck.cli import app
 from layercheck.result import Report
 
-from conftest import ROOT, write_spec
+from conftest import ROOT, install_package, write_spec
 
 runner = CliRunner()
 
@@ -222,15 +222,6 @@ def _readme_block(heading: str) -> str:
     return match.group(1)
 
 
-def _install(folder: Path, package: str, module_text: str, group: str) -> None:
-    """A package as pip would leave it: the module, and a dist-info folder with its entry point."""
-    (folder / f"{package}.py").write_text(module_text)
-    info = folder / f"{package}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{group}]\n{package} = {package}\n")
-
-
 def _layercheck(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "-m", "layercheck", *args], capture_output=True, text=True, env=env,
@@ -243,7 +234,7 @@ def test_the_readme_walk_through_adds_a_check_from_its_own_package(tmp_path: Pat
     assert "from layercheck.sdk import" in code
     imports = {line.split()[1] for line in code.splitlines() if line.startswith(("import ", "from "))}
     assert imports <= {"__future__", "layercheck.sdk", "torch"}, imports
-    _install(tmp_path, "bounded_outputs", code, "layercheck.checks")
+    install_package(tmp_path, "bounded_outputs", code, "layercheck.checks")
 
     listed = _layercheck(tmp_path, "checks", "bounded_outputs")
     assert listed.returncode == 0, listed.stderr

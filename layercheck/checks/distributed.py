@@ -521,7 +521,7 @@ def _drawn_unlike(value: torch.Tensor, eager: torch.Tensor) -> str | None:
 def rank_main() -> None:
     """Entry point of one rank: ``python -c '...rank_main()' FOLDER RANK PORT``."""
     folder, rank, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    from layercheck.workers import _die_with_parent
+    from layercheck.serve import _die_with_parent
 
     _die_with_parent()
     with open(os.path.join(folder, "job.pkl"), "rb") as f:

@@ -246,8 +246,8 @@ def progress_display(console: Console, *, enabled: bool = True) -> Iterator[obje
 
     def update(target: str, check: str, index: int, total: int) -> None:
         if target not in tasks:
-            tasks[target] = bar.add_task(target, total=total)
-        bar.update(tasks[target], completed=index, description=f"{target}: {check}")
+            tasks[target] = bar.add_task(target, total=total or None)  # 0: not known yet (starting)
+        bar.update(tasks[target], completed=index, total=total or None, description=f"{target}: {check}")
 
     with bar:
         yield update

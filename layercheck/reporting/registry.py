@@ -3,8 +3,9 @@
 Built-in reporters register exactly as a third party's would: a module under
 ``layercheck/reporting/`` (or one named by an entry point in the ``layercheck.reporters``
 group) decorates a function ``render(report) -> str`` with :func:`reporter`. This module
-imports no reporter and not :mod:`layercheck.result`: it loads the reporters when a format
-is first asked for, so that ``Report.render`` can look formats up here without a cycle.
+imports no reporter and not :mod:`layercheck.result` (not even for types): it loads the
+reporters when a format is first asked for, so that ``Report.render`` can look formats up
+here without a cycle.
 """
 
 from __future__ import annotations
@@ -12,15 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import Any, TypeVar
 
 from layercheck import plugins
 from layercheck.errors import UsageError, did_you_mean
 
-if TYPE_CHECKING:
-    from layercheck.result import Report
-
-ENTRY_POINT_GROUP = "layercheck.reporters"
+ENTRY_POINT_GROUP = plugins.REPORTERS
 
 # The order --help lists the built-in formats in: SPEC section 8's. Third-party formats follow
 # in registration order.
@@ -28,7 +26,7 @@ BUILTIN_ORDER = ("table", "json", "junit", "markdown", "html", "github")
 
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
 
-Renderer = Callable[["Report"], str]
+Renderer = Callable[[Any], str]  # given a layercheck.result.Report
 R = TypeVar("R", bound=Renderer)
 
 
@@ -66,7 +64,7 @@ def reporter(name: str, *, title: str, suffix: str = "") -> Callable[[R], R]:
 
 def load_reporters() -> None:
     """Import the built-in reporter modules and third-party entry points (once)."""
-    plugins.load("layercheck.reporting", ENTRY_POINT_GROUP, "reporter")
+    plugins.load("layercheck.reporting", ENTRY_POINT_GROUP)
 
 
 def catalogue() -> list[ReporterInfo]:
@@ -80,10 +78,17 @@ def formats() -> list[str]:
     return [info.name for info in catalogue()]
 
 
+def known_formats() -> list[str]:
+    """The built-in formats and the names of the reporter plug-ins installed, without loading
+    any (``--help`` lists them: a broken plug-in must not break it)."""
+    return [*BUILTIN_ORDER, *(p.name for p in plugins.find(ENTRY_POINT_GROUP) if p.name not in BUILTIN_ORDER)]
+
+
 def get(name: str) -> ReporterInfo:
     """The format called ``name``; an unknown name is a :class:`~layercheck.errors.UsageError`."""
     load_reporters()
     if name not in _REGISTRY:
+        plugins.check_loaded(ENTRY_POINT_GROUP)  # the format may have been a broken plug-in's
         known = formats()
         raise UsageError(f"unknown report format {name!r}{did_you_mean(name, known)} (formats: {', '.join(known)})")
     return _REGISTRY[name]
@@ -95,6 +100,6 @@ def for_suffix(suffix: str) -> ReporterInfo | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def render(report: Report, fmt: str) -> str:
+def render(report: Any, fmt: str) -> str:
     """The report as text in format ``fmt``."""
     return get(fmt).func(report)

@@ -1,0 +1,120 @@
+"""What a run is asked to do and what is known of it, without torch: the command line's
+options, the record of a target's results, and the run report made from them.
+
+The parent process of an isolated run (:mod:`layercheck.isolation`) works from this module
+alone, so that it never imports torch: its workers do, once each fork server.
+:mod:`layercheck.runner`, which runs checks, builds on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from layercheck.invocation import Invocation
+from layercheck.limits import DEFAULT_TIMEOUT
+from layercheck.result import CheckResult, RunReport
+from layercheck.spec import TargetSpec
+
+Progress = Callable[[str, str, int, int], None]
+"""Called before each check runs: (target name, "check[variant]", index, total)."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """Knobs of one invocation that apply to every target (the command line's).
+
+    ``tolerance`` maps ``CHECK.DTYPE`` (or a bare ``DTYPE``: the gradient check) to a value;
+    it overrides a spec's own ``tolerance:``."""
+
+    seed: int | None = None
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    enable: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    on: str | None = None  # the device every target is checked on (--on); overrides a spec's on:
+    tolerance: Mapping[str, float] = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
+    timeout_total: float | None = None  # the whole run's limit (--timeout-total)
+    max_memory: int | None = None  # bytes a worker process may allocate beyond its start (--max-memory)
+    started: float | None = None  # time.perf_counter() when the command started: the run's time counts from it
+    strict: bool = False  # a check that applies but could not judge the layer fails (--strict)
+    interpret: bool = False  # Triton kernels run under Triton's interpreter (--interpret; triton_interpret.py)
+    contained: bool = False  # set in a worker process: prints are captured, a KeyboardInterrupt is the layer's
+
+
+@dataclass
+class Record:
+    """What is known of a target's checks so far: their results, the checks whose failure
+    blocks their dependents, and the facts recorded. A worker that takes over a target whose
+    worker died starts from the record its parent kept."""
+
+    results: dict[tuple[str, str], CheckResult] = field(default_factory=dict)
+    # check id -> what blocks its dependents: "failed" or "ended in an error" for a root cause,
+    # "was skipped because ROOT failed" for a check skipped because of one
+    blocked: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    kind: str | None = None  # the target's, once its layer is imported
+
+
+class Listener:
+    """Told what a run does as it does it (a worker tells its parent); here it does nothing."""
+
+    def phase(self, text: str) -> None:
+        """A step that is not a check begins: importing the layer, constructing it."""
+
+    def planned(self, limits: Sequence[tuple[tuple[str, str], float | None]]) -> None:
+        """The target's checks and variants, in the plan's order, with their time limits."""
+
+    def finished(self, key: tuple[str, str], result: CheckResult, record: Record) -> None:
+        """A check has its result (already in ``record``)."""
+
+
+def on_of(spec: TargetSpec | None, options: Options) -> str | None:
+    """The device a target is checked on: the command line's --on, else the spec's on:, else
+    None (the CPU)."""
+    return options.on if options.on is not None else (spec.on if spec is not None else None)
+
+
+def seed_of(spec: TargetSpec, options: Options) -> int:
+    """The command line's seed, else the spec's, else 0."""
+    return options.seed if options.seed is not None else (spec.seed if spec.seed is not None else 0)
+
+
+def invocation_of(spec: TargetSpec, options: Options) -> Invocation:
+    """How the user named this target and what they gave beside it."""
+    seed, tolerance = seed_of(spec, options), dict(options.tolerance)
+    if spec.source is not None:
+        return Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance, devices=options.devices,
+                          enable=options.enable, on=options.on,
+                          interpret=options.interpret)  # a spec's own on: and interpret: are in the spec
+    return Invocation(spec.layer, layouts=spec.inputs, args=spec.args, kwargs=dict(spec.kwargs), seed=seed,
+                      tolerance=tolerance, devices=options.devices, enable=options.enable, constants=spec.constants,
+                      on=on_of(spec, options), interpret=options.interpret or spec.interpret)
+
+
+def timeout_message(limit: float, label_: str) -> str:
+    return f"timed out after {limit:g} s in {label_} (its time limit of {limit:g} s; does the layer hang?)"
+
+
+def total_timeout(total: float) -> str:
+    return f"the run's time limit of {total:g} s (--timeout-total) ran out"
+
+
+def limit(own: float | None, options: Options) -> float | None:
+    """A check's time limit in seconds: its own, else ``--timeout``; None for none."""
+    value = own or options.timeout
+    return value if value and value > 0 else None
+
+
+def run_report(spec: TargetSpec, options: Options, record: Record, order: Sequence[tuple[str, str]], *,
+               seconds: float, error: str | None = None) -> RunReport:
+    """The run report of a target from what is known of it: the results ``record`` holds, in
+    ``order`` (the plan's; a result it does not name follows), and why the rest is missing
+    when it could not be checked to the end."""
+    keys = [*order, *(key for key in record.results if key not in order)]
+    return RunReport(target=spec.name, kind=record.kind, inputs=spec.input_dicts(),
+                     seed=seed_of(spec, options), seconds=seconds,
+                     results=[record.results[key] for key in keys if key in record.results], error=error,
+                     custom_backward=record.facts.get("custom_backward"), location=record.facts.get("location"))
