@@ -10,7 +10,6 @@ here on CPU tensors; tests/test_on_device.py runs them on CUDA where there is a 
 from __future__ import annotations
 
 import importlib.util
-
 import json
 import textwrap
 from pathlib import Path
@@ -291,7 +290,8 @@ def test_interpret_is_in_the_reproduce_command(tmp_path: Path) -> None:
 
 def test_interpret_without_triton_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     found = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "triton" else found(name, *args))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "triton" else found(name, *args))
     done = runner.invoke(app, ["run", str(GPU / "triton_leaky.py"), "--layout", "8,6,16:BCT", "--interpret"])
     assert done.exit_code == 2
     assert done.stderr.strip() == ("layercheck: error: --interpret: Triton's interpreter needs Triton, which is not "
