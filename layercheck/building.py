@@ -6,18 +6,34 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from layercheck.errors import LayerRaised
 from layercheck.frames import user_trace
+from layercheck.inputs import InputSpec
+from layercheck.layout import Layout
 from layercheck.seeding import seeded
 
-if TYPE_CHECKING:
-    from layercheck.subject import Target
+
+class Target(Protocol):
+    """What building a layer reads of its target (layercheck.subject.Target, which imports this
+    module: a protocol, not an import, keeps the two out of a circle)."""
+
+    seed: int
+    home: torch.device
+    specs: tuple[InputSpec, ...]
+
+    @property
+    def positional(self) -> tuple[Layout, ...]: ...
+
+    def inputs(self, dtype: torch.dtype = ..., device: torch.device | str | None = ..., *,
+               requires_grad: bool = ..., seed: int | None = ..., share: bool = ...) -> list[torch.Tensor]: ...
+
+    def split(self, inputs: Sequence[Any]) -> tuple[list[Any], dict[str, Any]]: ...
 
 
 def initialize_hook(layer: Any) -> Callable[..., Any] | None:

@@ -296,7 +296,7 @@ def checks_command(
             from layercheck.subject import SAMPLE_ELEMENTS
 
             out.print(f"inputs of more than {SAMPLE_ELEMENTS:,} elements: runs on a few of the batch's observations "
-                      "(README: \"Large inputs: a sample of the batch\")", markup=False)
+                      "(docs/explanation/what-checks-see.md, \"Large inputs: a sample of the batch\")", markup=False)
         if info.tolerances:
             out.print("tolerances (override with --tolerance CHECK.DTYPE=VALUE, or tolerance: in a spec):", markup=False)
             for tol in info.tolerances:

@@ -72,7 +72,7 @@ def check_selectors(selectors: list[str] | tuple[str, ...], option: str) -> None
 
 
 _ROLE = re.compile(r":(?:py:)?(func|meth|class|mod|attr|data|obj|exc|ref|doc)?:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
-_LITERAL = re.compile(r"``(.+?)``")
+_LITERAL = re.compile(r"``(.+?)``", re.S)
 
 
 def as_text(doc: str) -> str:

@@ -60,7 +60,7 @@ def find_specs(folder: Path) -> tuple[list[Path], list[Path]]:
     """The spec files below ``folder`` and the YAML files there that are not specs, both
     sorted, so runs are reproducible.
 
-    The rule (README, "Running a folder"): hidden files and folders (a name starting with
+    The rule (docs/howto/many-layers.md): hidden files and folders (a name starting with
     ".") are not looked into; a ``*.yaml``/``*.yml`` file is a spec when it is a mapping with
     a ``layer:`` key (or, when it is not valid YAML, has a line starting ``layer:``, so that
     its error is reported); any other YAML file (a CI or pre-commit configuration) is not."""

@@ -119,7 +119,7 @@ def environment_limit(exc: BaseException | None) -> str | None:
         return None
     first = str(matched).strip().splitlines()[0]
     return (f"{NEEDS_GPU} ({type(matched).__name__}: {first}). Check the layer on a GPU (--on cuda); layercheck closes "
-            "the known gaps of Triton's interpreter (README, \"Triton and CUDA layers\")")
+            "the known gaps of Triton's interpreter (docs/howto/gpu.md, \"Triton layers\")")
 
 
 # -- the gaps --------------------------------------------------------------------------------------

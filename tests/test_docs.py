@@ -183,6 +183,7 @@ def _pages() -> dict[str, str]:
 
 def test_each_check_has_a_page_with_what_layercheck_checks_id_prints() -> None:
     from layercheck.cli import app, reflow
+    from layercheck.listing import as_text
     from layercheck.registry import catalogue
 
     pages = _pages()
@@ -190,7 +191,7 @@ def test_each_check_has_a_page_with_what_layercheck_checks_id_prints() -> None:
         page = pages[f"reference/checks/generated/{info.id}.md"]
         assert f"# `{info.id}`" in page and info.title in page
         # the registration and the docstring are the page's text, word for word (rich wraps lines)
-        assert " ".join(reflow(info.doc).split()) in " ".join(page.split())
+        assert " ".join(as_text(reflow(info.doc)).split()) in " ".join(page.split())
         assert all(f"{info.id}.{t.dtype} = {t.default:g}" in page for t in info.tolerances)
     text = CliRunner().invoke(app, ["checks", "gradients"], env={"COLUMNS": "100"}).stdout
     page = pages["reference/checks/generated/gradients.md"]

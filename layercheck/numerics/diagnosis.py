@@ -5,7 +5,6 @@ gets no gradient or has no effect."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,42 +19,6 @@ from layercheck.numerics.verdict import Verdict
 if TYPE_CHECKING:
     from layercheck.context import Context
     from layercheck.numerics.reference import Reference
-    from layercheck.numerics.trace import Trace
-
-
-# The largest disagreement the layer's detaches explain (Note [approximate detaches] in
-# reference.py) for which the failure suggests a --tolerance that accepts it.
-ACCEPTABLE_DETACH = 0.05
-
-
-def explain_detaches(trace: Trace, error: float, variant: str) -> str:
-    """What a disagreement the layer's detaches explain says (Note [approximate detaches] in
-    reference.py): a maximum subtracted for stability is the layer's own approximation where
-    something beside it (an eps) keeps the output from cancelling it; another statistic
-    detached is likely a mistake."""
-    lead = ("With the smooth values the layer detaches held constant, the differences agree with its gradient: the "
-            f"detaches are the whole disagreement, and they move the derivative by a relative {error:.2g}")
-    # a tolerance that accepts more than a few percent would accept any wrong gradient as well
-    accept = (f"accept it for this layer (--tolerance gradients.{variant}={_above(2 * error):g}) or leave the check "
-              "out (--skip gradients)" if error <= ACCEPTABLE_DETACH else
-              f"leave the check out for this layer (--skip gradients: a tolerance above {ACCEPTABLE_DETACH:g} would "
-              "accept a wrong gradient too)")
-    if not trace.detached or len(trace.detached_extrema) < trace.detached:
-        return (f"{lead} — a statistic (a mean, a norm) detached by mistake? If it is meant (kornia's HardNet "
-                f"normalises each patch by its detached mean and standard deviation, on purpose), {accept}; "
-                "otherwise let the gradient through the statistic")
-    names = ", ".join(dict.fromkeys(trace.detached_extrema))
-    return (f"{lead}. What it detaches is a maximum ({names}) subtracted for stability, which the output would "
-            "cancel but for something beside it (an eps added after exp(x - max): Performer's softmax kernel): the "
-            "gradient leaves out the derivative through that maximum, on purpose, and here it is not small. If that "
-            f"approximation is meant, {accept}; otherwise let the gradient through the maximum")
-
-
-def _above(error: float) -> float:
-    """A round tolerance above ``error``: 0.012 -> 0.02, 0.003 -> 0.005 (given twice the error: room
-    for other draws)."""
-    scale = 10.0 ** math.floor(math.log10(error))
-    return next(step * scale for step in (2, 5, 10) if step * scale > error)
 
 
 # A tensor whose float64 gradient moves the layer's output by less than this share of what

@@ -21,7 +21,6 @@ from layercheck.compare import all_finite, dtype_name, nonfinite
 from layercheck.context import Context
 from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
 from layercheck.frames import user_frame
-from layercheck.numerics.diagnosis import explain_detaches
 from layercheck.numerics.engine import FiniteDifferences, NotDifferentiable, OnKinks, Probe, TooNoisy, Unstable
 from layercheck.numerics.functions import Backprop, LayerFunction
 from layercheck.numerics.locate import Finding, diagnose
@@ -414,6 +413,40 @@ def judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.d
 #     APPROXIMATE_DETACH relative (gradcheck's own rtol); a statistic detached by mistake (a
 #     normalisation's mean) moves the gradient by far more and stays a failure.
 APPROXIMATE_DETACH = 1e-3
+
+# The largest disagreement the layer's detaches explain (Note [approximate detaches]) for which
+# the failure suggests a --tolerance that accepts it.
+ACCEPTABLE_DETACH = 0.05
+
+
+def explain_detaches(trace: Trace, error: float, variant: str) -> str:
+    """What a disagreement the layer's detaches explain says (Note [approximate detaches]): a
+    maximum subtracted for stability is the layer's own approximation where something beside it
+    (an eps) keeps the output from cancelling it; another statistic detached is likely a mistake."""
+    lead = ("With the smooth values the layer detaches held constant, the differences agree with its gradient: the "
+            f"detaches are the whole disagreement, and they move the derivative by a relative {error:.2g}")
+    # a tolerance that accepts more than a few percent would accept any wrong gradient as well
+    accept = (f"accept it for this layer (--tolerance gradients.{variant}={_above(2 * error):g}) or leave the check "
+              "out (--skip gradients)" if error <= ACCEPTABLE_DETACH else
+              f"leave the check out for this layer (--skip gradients: a tolerance above {ACCEPTABLE_DETACH:g} would "
+              "accept a wrong gradient too)")
+    if not trace.detached or len(trace.detached_extrema) < trace.detached:
+        return (f"{lead} — a statistic (a mean, a norm) detached by mistake? If it is meant (kornia's HardNet "
+                f"normalises each patch by its detached mean and standard deviation, on purpose), {accept}; "
+                "otherwise let the gradient through the statistic")
+    names = ", ".join(dict.fromkeys(trace.detached_extrema))
+    return (f"{lead}. What it detaches is a maximum ({names}) subtracted for stability, which the output would "
+            "cancel but for something beside it (an eps added after exp(x - max): Performer's softmax kernel): the "
+            "gradient leaves out the derivative through that maximum, on purpose, and here it is not small. If that "
+            f"approximation is meant, {accept}; otherwise let the gradient through the maximum")
+
+
+def _above(error: float) -> float:
+    """A round tolerance above ``error``: 0.012 -> 0.02, 0.003 -> 0.005 (given twice the error: room
+    for other draws)."""
+    scale = 10.0 ** math.floor(math.log10(error))
+    return next(step * scale for step in (2, 5, 10) if step * scale > error)
+
 
 
 def _approximate_detaches(ctx: Context, fn: LayerFunction, first: Reference) -> Reference | None:
