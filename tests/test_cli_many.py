@@ -115,6 +115,7 @@ def test_an_invalid_spec_among_many_exits_2_before_anything_runs(specs: dict[str
     assert str(bad) in line and "2 C labels" in line
 
 
+@pytest.mark.slow
 def test_the_shards_of_a_folder_check_every_target_exactly_once(tmp_path: Path) -> None:
     folder = tmp_path / "specs"
     (folder / "sub").mkdir(parents=True)

@@ -121,6 +121,7 @@ def test_every_layercheck_command_the_docs_show_runs(shown: Shown, tmp_path: Pat
 PYTEST_ON_SPECS = [s for s in SHOWN if s.command.startswith("python -m pytest ") and ".yaml" in s.command]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shown", PYTEST_ON_SPECS, ids=[s.id for s in PYTEST_ON_SPECS])
 def test_every_pytest_command_on_spec_files_the_docs_show_runs(shown: Shown, tmp_path: Path) -> None:
     for name in ("docs", "specs", "layers", "tests"):

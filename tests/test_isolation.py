@@ -192,6 +192,7 @@ def mixed(tmp_path: Path) -> list[str]:
             str(hostile(tmp_path, "exit_in_forward"))]
 
 
+@pytest.mark.slow
 def test_serial_and_parallel_runs_give_the_same_report(mixed: list[str]) -> None:
     serial = layercheck(*mixed, "--format", "json")
     parallel = layercheck(*mixed, "--format", "json", "--jobs", "2")

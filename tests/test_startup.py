@@ -68,6 +68,7 @@ def test_a_bad_spec_is_a_usage_error_before_torch(tmp_path: Path) -> None:
     assert not torch_imported
 
 
+@pytest.mark.slow
 def test_a_class_bound_where_the_source_does_not_show_it_is_left_to_the_import(tmp_path: Path) -> None:
     """A star import may bind the name: the source cannot settle it, and the worker's import does
     (still a usage error)."""
@@ -124,6 +125,7 @@ def test_a_broken_reporter_is_one_line_when_its_format_is_asked_for(broken_repor
                    "load: ImportError: needs shoutlib\n")
 
 
+@pytest.mark.slow
 def test_a_broken_reporter_is_not_asked_for_by_a_run_in_another_format(broken_reporter: Path) -> None:
     rc, out, err, _ = probe("run", "layers/srelu.py:SReLU", "--layout", "8,16:BC", "--check", "signatures",
                             "--format", "json", paths=(broken_reporter,))
@@ -149,6 +151,7 @@ def test_plugins_lists_what_is_installed_and_whether_it_loads(broken_reporter: P
     assert ["broken_shout", "reporter", "broken_shout", "0.1", "failed: ImportError: needs shoutlib"] in rows
 
 
+@pytest.mark.slow
 def test_plugins_says_when_there_are_none() -> None:
     rc, out, _, _ = probe("plugins")
     assert rc == 0 and out.startswith("no plug-ins installed")

@@ -149,6 +149,7 @@ def _gap_layer(folder: Path, name: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(_GAP_LAYERS))
 def test_a_kernel_that_needs_a_closed_gap_runs_under_interpret(tmp_path: Path, name: str) -> None:
     code, run, _ = run_json(str(_gap_layer(tmp_path, name)), "--layout", "6,20:BC", "--interpret",
@@ -179,6 +180,7 @@ def test_every_gap_is_closed_or_absent_on_this_triton(monkeypatch: pytest.Monkey
     assert all(state in ("closed", "absent") for state in gaps.values()), gaps
 
 
+@pytest.mark.slow
 def test_a_libdevice_function_without_a_numpy_body_is_an_environment_limit(tmp_path: Path) -> None:
     path = tmp_path / "bessel.py"
     path.write_text(textwrap.dedent("""
@@ -206,6 +208,7 @@ def test_a_libdevice_function_without_a_numpy_body_is_an_environment_limit(tmp_p
     assert "libdevice.j0" in result["message"]
 
 
+@pytest.mark.slow
 @no_gpu
 def test_a_layer_that_asks_triton_for_its_gpu_gets_an_environment_limit_not_a_failure(tmp_path: Path) -> None:
     path = tmp_path / "asks_driver.py"
@@ -226,6 +229,7 @@ def test_a_layer_that_asks_triton_for_its_gpu_gets_an_environment_limit_not_a_fa
                                         "(RuntimeError: 0 active drivers")
 
 
+@pytest.mark.slow
 def test_an_interpreted_layer_that_runs_past_its_limit_is_told_about_the_interpreter(tmp_path: Path) -> None:
     path = tmp_path / "spins.py"
     path.write_text(textwrap.dedent("""
@@ -271,6 +275,7 @@ def test_a_triton_layer_that_refuses_cpu_tensors_is_told_about_interpret_and_on_
 # -- the option and the spec key ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_interpret_in_a_spec_is_validated_and_honoured(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     layer = str(GPU / "triton_leaky.py")
     bad = tmp_path / "bad.yaml"
@@ -286,6 +291,7 @@ def test_interpret_in_a_spec_is_validated_and_honoured(tmp_path: Path, capfd: py
     assert "no GPU here" not in capfd.readouterr().err  # asked for: nothing to announce
 
 
+@pytest.mark.slow
 def test_interpret_is_in_the_reproduce_command(tmp_path: Path) -> None:
     code, run, _ = run_json(str(GPU / "triton_leaky_bug.py"), "--layout", "8,6,16:BCT", "--interpret",
                             "--check", "gradients")
