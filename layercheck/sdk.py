@@ -9,6 +9,12 @@ It receives a :class:`Context` (fresh layers, the shared runs it declared, its t
 returns a message when the layer passes, raises :class:`CheckFailed` when the layer is wrong,
 :class:`CheckSkipped` when the check does not apply and :class:`CheckError` when the check
 itself cannot complete. Only the runner turns these into results.
+
+What is stable: the names in :data:`STABLE` (SDK version :data:`SDK_VERSION`). A check written
+against them keeps working in every later release of the same SDK version; a change that breaks
+one raises SDK_VERSION and is said in the CHANGELOG. The other names here serve the built-in
+checks (the gradient check's floors and rounding allowances, its shared runs' internals) and may
+change in any release: a plug-in that imports them pins layercheck's version.
 """
 
 from __future__ import annotations
@@ -160,3 +166,19 @@ __all__ = [
     "user_frame",
     "user_trace",
 ]
+
+SDK_VERSION = 1
+
+# The stable surface (docs/howto/extending.md lists it; tests/test_sdk.py holds the two equal).
+STABLE = frozenset({
+    # registering a check
+    "check", "Tolerance", "SharedRun", "PREDICT", "FORWARD", "modules_only", "needs_batch",
+    # what a check raises
+    "CheckFailed", "CheckSkipped", "CheckError", "LayerRaised", "layer_failure",
+    # what a check receives and calls
+    "Context", "Subject", "Layout", "Mode", "Outputs",
+    "predict_run", "forward_run", "reference_predict", "reference_forward", "seeded", "accelerators",
+    # comparing tensors
+    "assert_close", "mismatch", "Allowance", "EXACT", "relative_difference", "largest", "identical",
+    "all_finite", "nonfinite", "dtype_name", "DTYPES",
+})

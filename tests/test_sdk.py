@@ -298,3 +298,15 @@ def test_no_built_in_check_imports_another() -> None:
     for path in sorted((ROOT / "layercheck" / "checks").glob("*.py")):
         imported = _checks_imported(path)
         assert not imported, f"checks/{path.name} imports {', '.join(sorted(imported))}"
+
+
+def test_the_stable_sdk_is_listed_in_the_docs_and_every_documented_example_keeps_to_it(root: Path) -> None:
+    from layercheck import sdk
+
+    assert sdk.STABLE <= set(sdk.__all__)
+    text = (root / "docs" / "howto" / "extending.md").read_text()
+    table = text.split("<!-- sdk-stable:", 1)[1].split("\n\n", 1)[0]
+    assert set(re.findall(r"`([A-Za-z_]+)`", table.split("\n", 1)[1])) == sdk.STABLE
+    # what the docs teach a plug-in author to import is stable
+    for imported in re.findall(r"^from layercheck\.sdk import (.+)$", text, flags=re.M):
+        assert {name.strip() for name in imported.split(",")} <= sdk.STABLE, imported

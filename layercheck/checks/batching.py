@@ -109,7 +109,8 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
         for j, d in enumerate(found):
             if d is not None:
                 _compare(ctx, [batched[j].narrow(d, i, 1)], [single[j]], f"output {j}",
-                         f"observation {i} of a batch of {big} vs the same observation alone (batch dim {d})")
+                         f"observation {i} of a batch of {big} vs the same observation alone (batch dim {d})",
+                         labels=(f"the batch of {big}", "the observation alone"))
     assert found is not None
     small = min(size, other)
     fewer = at_other if big == size else at_size
@@ -154,10 +155,12 @@ def _first(inputs: list[torch.Tensor], dims: list[int | None], count: int) -> li
 
 
 def _compare(ctx: Context, expected: list[torch.Tensor], actual: list[torch.Tensor], name: str, what: str,
-             hint: str = "") -> None:
-    """The two sides agree, or the check fails (or skips, where predict draws random numbers)."""
+             hint: str = "", labels: tuple[str, str] = ("expected", "got")) -> None:
+    """The two sides agree, or the check fails (or skips, where predict draws random numbers);
+    ``labels`` say which number is which side's."""
     try:
-        assert_close(expected, actual, names=[name], allowance=path_allowance(ctx, PREDICT), what=what)
+        assert_close(expected, actual, names=[name], allowance=path_allowance(ctx, PREDICT), what=what,
+                     labels=labels)
     except CheckFailed as exc:
         # asked only now: a layer that predicts the same whatever its random stream (nearly
         # every one) never pays for the second predict of the batch
@@ -189,7 +192,7 @@ def _compare_fewer(ctx: Context, batched: list[torch.Tensor], fewer: list[torch.
                               other=list(fewer[j].shape))
         _compare(ctx, [batched[j].narrow(d, 0, small)], [fewer[j]], f"output {j}",
                  f"the first {small} observations of a batch of {big} vs a batch of those {small} (batch dim {d})",
-                 hint=_KEEPS_THE_BATCH)
+                 hint=_KEEPS_THE_BATCH, labels=(f"the batch of {big}", f"the batch of {small}"))
 
 
 def _batch_dims(batched: list[torch.Tensor], single: list[torch.Tensor], size: int) -> list[int | None]:
