@@ -144,7 +144,7 @@ def _target(layer: nn.Module | type, layouts: Sequence[Layout | InputSpec | str]
     reference = None if isinstance(layer, nn.Module) else class_reference(getattr(cls, "_init_fn", cls))
     invocation = Invocation(reference, layouts=tuple(parsed), args=tuple(args), kwargs=dict(kwargs or {}),
                             seed=seed, tolerance=dict(options.tolerance), devices=options.devices,
-                            enable=options.enable, constants=constants, on=options.on)
+                            enable=options.enable, constants=constants, on=options.on, strict=options.strict)
     try:
         return Target(layer, parsed, args=tuple(args), kwargs=dict(kwargs or {}), seed=seed, name=name,
                       invocation=invocation, constants=constants, on=options.on)

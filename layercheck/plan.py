@@ -87,11 +87,12 @@ def invocation_of(spec: TargetSpec, options: Options) -> Invocation:
     seed, tolerance = seed_of(spec, options), dict(options.tolerance)
     if spec.source is not None:
         return Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance, devices=options.devices,
-                          enable=options.enable, on=options.on,
-                          interpret=options.interpret)  # a spec's own on: and interpret: are in the spec
+                          enable=options.enable, on=options.on, interpret=options.interpret,
+                          strict=options.strict)  # a spec's own on: and interpret: are in the spec
     return Invocation(spec.layer, layouts=spec.inputs, args=spec.args, kwargs=dict(spec.kwargs), seed=seed,
                       tolerance=tolerance, devices=options.devices, enable=options.enable, constants=spec.constants,
-                      on=on_of(spec, options), interpret=options.interpret or spec.interpret)
+                      on=on_of(spec, options), interpret=options.interpret or spec.interpret,
+                      strict=options.strict)
 
 
 def timeout_message(limit: float, label_: str) -> str:

@@ -71,6 +71,7 @@ def test_every_skip_says_whether_the_check_applied_and_strict_fails_those_that_c
     meta = results["meta_device", ""]
     assert meta["status"] == "failed" and meta["skip"] is None
     assert meta["message"].startswith("not judged, which --strict fails: the layer cannot run on the meta device")
+    assert meta["details"]["reproduce"].endswith(" --strict")  # the rerun fails it again
     assert results["device", ""]["status"] == "skipped"  # a check that does not apply is never failed
 
 
