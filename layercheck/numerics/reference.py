@@ -138,11 +138,12 @@ def float64_reference(ctx: Context) -> Reference:
         if not run.outputs:
             raise CheckSkipped("the layer returns no floating output: there is nothing to differentiate")
         defect = nonfinite_problem(run, fn.names, "float64")
-        if defect is not None and _float32_run_finite(ctx):  # Note [no silent pass]
-            ref = _float32_reference(ctx, f"{defect} where the float32 run's are finite")
-            ref.float64_defect = defect
-            return ref
-        _skip_unless_finite(ctx, run, "float64")
+        if defect is not None:
+            if _float32_run_finite(ctx):  # Note [no silent pass]
+                ref = _float32_reference(ctx, f"{defect} where the float32 run's are finite")
+                ref.float64_defect = defect
+                return ref
+            _skip_unless_finite(ctx, run, "float64")  # finite sees it too: a skip pointing there
         return judged(ctx, fn, run, traced=analytic.trace)
 
     return ctx.shared("layercheck.gradients.float64", build, readers=FLOAT64_READERS)
@@ -162,15 +163,27 @@ def float64_reference(ctx: Context) -> Reference:
 #     elsewhere); the summary counts the latter, and --strict fails them.
 
 
-def nonfinite_problem(run: Backprop, names: Sequence[str], dtype: str) -> str | None:
-    """What is not finite in a run's outputs or gradients, naming the first such tensor, or None."""
+def _first_nonfinite(run: Backprop) -> tuple[str, int, torch.Tensor] | None:
+    """The first of a run's outputs, then of its gradients, that is not finite: ("output", its
+    index, it) or ("gradient", its slot, it); None when all are finite."""
     for i, y in enumerate(run.outputs):
         if not y.is_meta and not all_finite(y):  # meta: found finite before, values let go
-            return f"{dtype} output {i} has {nonfinite(y)}"
-    for name, g in zip(names, run.grads):
+            return "output", i, y
+    for slot, g in enumerate(run.grads):
         if g is not None and not all_finite(g):
-            return f"the {dtype} gradient of {name} has {nonfinite(g)}"
+            return "gradient", slot, g
     return None
+
+
+def nonfinite_problem(run: Backprop, names: Sequence[str], dtype: str) -> str | None:
+    """What is not finite in a run's outputs or gradients, naming the first such tensor, or None."""
+    found = _first_nonfinite(run)
+    if found is None:
+        return None
+    kind, k, t = found
+    if kind == "output":
+        return f"{dtype} output {k} has {nonfinite(t)}"
+    return f"the {dtype} gradient of {names[k]} has {nonfinite(t)}"
 
 
 def _float32_run_finite(ctx: Context) -> bool:
@@ -182,7 +195,7 @@ def _float32_run_finite(ctx: Context) -> bool:
         run = float32_run(ctx).check_ran()
     except LayerRaised:
         return False
-    return nonfinite_problem(run, float32_run(ctx).fn.names, "float32") is None
+    return _first_nonfinite(run) is None
 
 
 # Note [beside the kinks]
@@ -658,13 +671,12 @@ def _skip_unless_finite(ctx: Context, run: Backprop, dtype: str) -> None:
     """No finite difference can be taken of a layer whose outputs or gradients are not
     finite: skipped pointing at the finite check, or failed when that check does not run
     (a skip must never point at a check that did not run)."""
-    problem = next((f"{dtype} output {i} is not finite on the generated inputs" for i, y in enumerate(run.outputs)
-                    if not y.is_meta and not all_finite(y)), None)  # meta: found finite before, values let go
-    if problem is None:
-        problem = next((f"a {dtype} gradient is not finite on the generated inputs" for g in run.grads
-                        if g is not None and not all_finite(g)), None)
-    if problem is None:
+    found = _first_nonfinite(run)
+    if found is None:
         return
+    kind, k, _ = found
+    problem = (f"{dtype} output {k} is not finite on the generated inputs" if kind == "output" else
+               f"a {dtype} gradient is not finite on the generated inputs")
     not_finite(ctx, problem, skipped=", so no finite difference can be taken",
                failed="; no gradient can be judged until it is", reporters=("finite", "gradients:float64"))
 
