@@ -24,7 +24,13 @@ def layer_location(layer: Any, backward_names: Sequence[str] = ()) -> dict[str, 
     ``backward_names``, the autograd.Function classes its graph holds, that can be looked up in
     the layer's module or class). None where the source is unknown (a builtin, a C extension)."""
     defined = getattr(layer, "_init_fn", layer)  # a custom operator: the function it was made from
-    where = source_of(defined)
+    return with_backward(source_of(defined), layer, backward_names)
+
+
+def with_backward(where: dict[str, Any] | None, layer: Any,
+                  backward_names: Sequence[str] = ()) -> dict[str, Any] | None:
+    """``where``, the layer's own location (None where its source is unknown), with its
+    hand-written backward's as :func:`layer_location` finds it."""
     if where is None:
         return None
     backward = _backward_of(layer, backward_names)

@@ -47,7 +47,7 @@ from layercheck.errors import (
 )
 from layercheck.frames import user_trace
 from layercheck.loading import resolve
-from layercheck.locations import layer_location
+from layercheck.locations import layer_location, with_backward
 from layercheck.plan import (  # re-exported: the runner's API
     Listener,
     Options,
@@ -295,7 +295,7 @@ class TargetRun:
         forward_runs found in its graph)."""
         forward = self.results.get(("forward_runs", ""))
         names = forward.details.get("custom_backward") if forward is not None else None
-        return layer_location(self.target.cls, names if isinstance(names, list) else ())
+        return with_backward(self.facts.get("location"), self.target.cls, names if isinstance(names, list) else ())
 
     def result(self, info: CheckInfo, variant: str) -> CheckResult:
         """The outcome of one check, run once: its prerequisites first (every planned variant
