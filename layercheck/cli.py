@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib.metadata
 import json
@@ -486,6 +487,7 @@ def _destinations(name: str | None, outputs: list[Path]) -> tuple[str, list[tupl
 
 def _emit(report: Report, fmt: str, files: list[tuple[Path, str]], out: Console, *, quiet: bool,
           verbose: bool) -> None:
+    report = _with_reporters(report, [fmt, *(file_fmt for _, file_fmt in files)])
     for path, file_fmt in files:
         write_atomically(path, reporters.render(report, file_fmt))
     if fmt == "table":
@@ -494,6 +496,16 @@ def _emit(report: Report, fmt: str, files: list[tuple[Path, str]], out: Console,
         sys.stdout.write(reporters.render(report, fmt))
     for path, _ in files:
         _stderr().print(f"report written to {path}", markup=False)
+
+
+def _with_reporters(report: Report, formats: list[str]) -> Report:
+    """The report with the reporter plug-ins that write it (these ``formats``) beside the check
+    plug-ins in its environment's ``plugins``: a report says what made it."""
+    used = [plugin.to_dict() for plugin in reporters.plugins_of(formats)]
+    if not used:
+        return report
+    environment = {**report.environment, "plugins": [*report.environment.get("plugins", []), *used]}
+    return dataclasses.replace(report, environment=environment)
 
 
 def check_destination(path: Path) -> None:

@@ -86,8 +86,7 @@ def check_devices(devices: Sequence[str], option: str = "--device") -> None:
 def environment() -> dict[str, Any]:
     """Where the checks ran: Python, torch, the devices, and the check plug-ins loaded."""
     return {"python": platform.python_version(), "torch": torch.__version__, "devices": ["cpu", *accelerators()],
-            "plugins": [{"name": p.name, "kind": p.kind, "package": p.package, "version": p.version}
-                        for p in plugins.loaded(plugins.CHECKS)]}
+            "plugins": [p.to_dict() for p in plugins.loaded(plugins.CHECKS)]}
 
 
 def make_target(plan: TargetPlan) -> Target:
