@@ -203,11 +203,6 @@ def error_run(plan: TargetPlan, error: str, *, seconds: float = 0.0) -> RunRepor
     return run_report(plan, Record(), (), seconds=seconds, error=error)
 
 
-def planned_keys(plan: Sequence[Planned]) -> list[tuple[str, str]]:
-    """Every (check, variant) of ``plan``, in its order."""
-    return [(planned.info.id, variant) for planned in plan for variant in planned.variants]
-
-
 def ordered_results(plan: Sequence[Planned], results: Mapping[tuple[str, str], CheckResult]) -> list[CheckResult]:
     """The results there are, in the order the checks are planned."""
     keys = ((planned.info.id, variant) for planned in plan for variant in planned.variants)
