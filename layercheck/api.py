@@ -145,6 +145,7 @@ def _target(layer: nn.Module | type, layouts: Sequence[Layout | InputSpec | str]
     name = name or display_name(cls)
     # An instance exists only in this process: its failures are reproduced in Python.
     reference = None if isinstance(layer, nn.Module) else class_reference(getattr(cls, "_init_fn", cls))
+    # as the command line would name it; the layer itself is given, never imported from this reference
     spec = TargetSpec(layer=reference or name, inputs=tuple(parsed), args=tuple(args), kwargs=dict(kwargs or {}),
                       constants=constants)
     plan = TargetPlan.of(spec, options, name=name, reference=reference)
