@@ -18,6 +18,12 @@ from conftest import ROOT
 
 pytest_plugins = ["pytester"]
 
+if importlib.util.find_spec("triton") is not None:
+    # pytester's in-process runs drop the modules each run imports; the plugin imports Triton (a
+    # layer's kernels may run under its interpreter), and Triton's extension aborts the process
+    # when imported a second time. Imported here, it stays for every run.
+    import triton  # noqa: F401
+
 PRELU = f"{ROOT / 'layers' / 'prelu.py'}:PReLU"
 
 BROKEN = '''
