@@ -109,7 +109,20 @@ def static_entries() -> list[Entry]:
     return found
 
 
+# A run asks for the catalogue once per option it validates (--check, --skip, --enable, a
+# spec's): each file is parsed once per process, again only when it changed.
+_READ: dict[Path, tuple[tuple[int, int], list[Entry]]] = {}
+
+
 def _read(path: Path) -> list[Entry]:
+    stat = path.stat()
+    version = (stat.st_mtime_ns, stat.st_size)
+    if path not in _READ or _READ[path][0] != version:
+        _READ[path] = version, _parse(path)
+    return list(_READ[path][1])
+
+
+def _parse(path: Path) -> list[Entry]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     names = _literal_names(tree)
     found = []
