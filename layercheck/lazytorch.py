@@ -1,26 +1,29 @@
 """Torch's guards against what a worker never does, kept from importing torch._dynamo and sympy.
 
 Note [torch internals a check does not need]
-~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-Three of torch's conveniences import ``torch._dynamo`` (1 s of CPU, half an ``import torch``
-more) or ``torch.fx.experimental.symbolic_shapes`` and sympy (0.3 s) the first time they run,
-though no check that runs by default compiles anything or has a symbolic size:
+    Three of torch's conveniences import ``torch._dynamo`` (1 s of CPU, half an ``import torch``
+    more) or ``torch.fx.experimental.symbolic_shapes`` and sympy (0.3 s) the first time they run,
+    though no check that runs by default compiles anything or has a symbolic size:
 
-- ``torch._disable_dynamo(fn)`` (the Python meta kernels' and references' elementwise wrapper,
-  every TorchDispatchMode subclass's ``__torch_dispatch__``, the optimizers' ``step``) imports
-  ``torch._dynamo`` on the first call, to keep ``fn`` from being compiled. Where
-  ``torch._dynamo`` is not imported nothing can be compiling it: the wrapper calls ``fn`` as
-  is then, and hands it to ``torch._dynamo.disable`` once something has imported
-  ``torch._dynamo`` (the opt-in ``compile_matches_eager``, a layer that compiles).
-- ``torch._check(cond, ...)`` (meta kernels, references such as ``randn`` on ``meta``) imports
-  symbolic_shapes to ask whether a possibly symbolic ``cond`` holds; a plain ``True`` holds.
-- ``torch.autograd.backward`` and ``grad`` given gradient tensors import symbolic_shapes to
-  compare sizes that may be symbolic; plain sizes compare as tuples of ints.
+    - ``torch._disable_dynamo(fn)`` (the Python meta kernels' and references' elementwise wrapper,
+      every TorchDispatchMode subclass's ``__torch_dispatch__``, the optimizers' ``step``) imports
+      ``torch._dynamo`` on the first call, to keep ``fn`` from being compiled. Where
+      ``torch._dynamo`` is not imported nothing can be compiling it: the wrapper calls ``fn`` as
+      is then, and hands it to ``torch._dynamo.disable`` once something has imported
+      ``torch._dynamo`` (the opt-in ``compile_matches_eager``, a layer that compiles).
+    - ``torch._check(cond, ...)`` (meta kernels, references such as ``randn`` on ``meta``) imports
+      symbolic_shapes to ask whether a possibly symbolic ``cond`` holds; a plain ``True`` holds.
+    - ``torch.autograd.backward`` and ``grad`` given gradient tensors import symbolic_shapes to
+      compare sizes that may be symbolic; plain sizes compare as tuples of ints.
 
-:func:`install` (the fork server's, once, before any worker is forked) makes each of them
-take the short way in exactly the cases where torch's own way ends the same without the
-import, and leaves every other case to torch. The imports then happen only where they are
-needed, as before.
+    :func:`install` (the fork server's, once, before any worker is forked) makes each of them
+    take the short way in exactly the cases where torch's own way ends the same without the
+    import, and leaves every other case to torch. The imports then happen only where they are
+    needed, as before. torch's Python meta kernels themselves ask symbolic_shapes about nearly
+    every size (``guard_or_false``, ``sym_eq``) and import sympy for type promotion: the
+    meta_device check runs them for nearly every layer, so the fork server imports symbolic_shapes
+    before any check's clock starts (workers.PRELOAD). What no default check needs any more is
+    ``torch._dynamo``: a run imports it only where it compiles.
 """
 
 from __future__ import annotations
