@@ -19,17 +19,24 @@ Note [torch internals a check does not need]
     :func:`install` (the fork server's, once, before any worker is forked) makes each of them
     take the short way in exactly the cases where torch's own way ends the same without the
     import, and leaves every other case to torch. The imports then happen only where they are
-    needed, as before. torch's Python meta kernels themselves ask symbolic_shapes about nearly
-    every size (``guard_or_false``, ``sym_eq``) and import sympy for type promotion: the
-    meta_device check runs them for nearly every layer, so the fork server imports symbolic_shapes
-    before any check's clock starts (workers.PRELOAD). What no default check needs any more is
-    ``torch._dynamo``: a run imports it only where it compiles.
+    needed, as before.
+
+    torch's Python meta kernels (the meta_device check runs them for nearly every layer) ask
+    symbolic_shapes about every size (``guard_or_false``, ``sym_eq``, ``is_nested_int``...), and
+    their type promotion imports sympy to ask whether a value is a sympy expression. While
+    symbolic_shapes is not imported, :class:`_PlainShapes` stands in for it: the answers for
+    plain ints and bools are the module's own lines for them; a symbolic value or any other name
+    imports the module. While sympy is not imported no value can be a sympy expression, and the
+    type promotion is told so without importing it.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
 import gc
+import importlib
+import operator
 import sys
 import types
 from collections.abc import Callable, Sequence
@@ -49,6 +56,7 @@ def install() -> None:
         return
     _installed = True
     _defer_dynamo_disables()
+    _defer_symbolic_shapes()
     torch._check_with = _plain_check(torch._check_with)
     torch.autograd._make_grads = _plain_grads(torch.autograd._make_grads)
 
@@ -140,3 +148,127 @@ def _same_plain_size(out: Any, grad: Any) -> bool:
     size = out.shape
     return (all(type(s) is int for s in size) and size == grad.shape
             and out.dtype.is_complex == grad.dtype.is_complex)
+
+
+# -- torch.fx.experimental.symbolic_shapes and sympy -------------------------------------------
+
+_SYMBOLIC_SHAPES = "torch.fx.experimental.symbolic_shapes"
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+class _PlainShapes(types.ModuleType):
+    """Stands in for torch.fx.experimental.symbolic_shapes until something needs more of it than
+    the questions torch's meta kernels ask about plain sizes: those it answers as the module
+    would (for plain ints and bools the module's functions come down to these lines), anything
+    else (a symbolic size, another name) imports the module and is the module's."""
+
+    def __init__(self) -> None:
+        super().__init__(_SYMBOLIC_SHAPES, "the plain-size answers of torch.fx.experimental.symbolic_shapes")
+        self._module: types.ModuleType | None = None
+
+    def real(self) -> types.ModuleType:
+        if self._module is None:
+            if sys.modules.get(_SYMBOLIC_SHAPES) is self:
+                del sys.modules[_SYMBOLIC_SHAPES]
+            try:
+                self._module = importlib.import_module(_SYMBOLIC_SHAPES)
+            except BaseException:
+                sys.modules.setdefault(_SYMBOLIC_SHAPES, self)
+                raise
+        return self._module
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__") and name not in ("__file__", "__all__"):
+            raise AttributeError(name)  # __path__ among them: the module is no package
+        return getattr(self.real(), name)
+
+    def guard_or_false(self, a: Any) -> Any:
+        return a if type(a) is bool else self.real().guard_or_false(a)
+
+    def guard_or_true(self, a: Any) -> Any:
+        return a if type(a) is bool else self.real().guard_or_true(a)
+
+    def guard_size_oblivious(self, expr: Any) -> Any:
+        return expr if type(expr) is bool else self.real().guard_size_oblivious(expr)
+
+    def expect_true(self, a: Any, skip: int = 0) -> Any:
+        return a if type(a) is bool else self.real().expect_true(a, skip + 1)
+
+    def is_nested_int(self, s: Any) -> bool:
+        return False if not isinstance(s, torch.SymInt) else bool(self.real().is_nested_int(s))
+
+    def has_guarding_hint(self, a: Any) -> bool:
+        return True if not isinstance(a, _SYMBOLIC) else bool(self.real().has_guarding_hint(a))
+
+    def guarding_hint_or_throw(self, a: Any) -> Any:
+        return a if type(a) in (int, bool) else self.real().guarding_hint_or_throw(a)
+
+    def sym_eq(self, x: Any, y: Any) -> Any:
+        return _plain_eq(x, y) if _plain_sizes(x) and _plain_sizes(y) else self.real().sym_eq(x, y)
+
+    def sym_and(self, x: Any, *others: Any) -> Any:
+        if type(x) is bool and all(type(y) is bool for y in others):
+            return functools.reduce(operator.and_, others, x)
+        return self.real().sym_and(x, *others)
+
+    def sym_or(self, x: Any, *others: Any) -> Any:
+        if type(x) is bool and all(type(y) is bool for y in others):
+            return functools.reduce(operator.or_, others, x)
+        return self.real().sym_or(x, *others)
+
+
+def _plain_sizes(x: Any) -> bool:
+    return type(x) is int or (isinstance(x, (tuple, list)) and all(_plain_sizes(v) for v in x))
+
+
+def _plain_eq(x: Any, y: Any) -> bool:
+    """symbolic_shapes.sym_eq of plain ints and (nested) sequences of them."""
+    if isinstance(x, (tuple, list)) and isinstance(y, (tuple, list)):
+        return len(x) == len(y) and all(_plain_eq(a, b) for a, b in zip(x, y))
+    if isinstance(x, (tuple, list)) or isinstance(y, (tuple, list)):
+        raise AssertionError(f"unexpected sym_eq between {type(x)} {type(y)}")
+    return bool(x == y)
+
+
+def _defer_symbolic_shapes() -> None:
+    """Put :class:`_PlainShapes` in symbolic_shapes' place while it is not imported, and let
+    torch's elementwise type promotion ask whether a value is a sympy expression without
+    importing sympy while it is not imported (then no value can be one)."""
+    if _SYMBOLIC_SHAPES in sys.modules:
+        return
+    import torch._prims_common as prims_common
+    import torch.fx.experimental as experimental
+
+    promotion = prims_common.elementwise_dtypes
+    if "sympy" not in promotion.__code__.co_names:  # not the function this was written for
+        return
+    plain = _PlainShapes()
+    sys.modules[_SYMBOLIC_SHAPES] = plain
+    experimental.symbolic_shapes = plain
+    prims_common.elementwise_dtypes = _without_sympy(promotion, prims_common)
+
+
+class _NoSympy(types.ModuleType):
+    Basic = type("Basic", (), {})  # no value is one: sympy is not imported
+
+
+def _without_sympy(fn: Any, module: types.ModuleType) -> Any:
+    """``fn`` (a function of ``module``), whose ``import sympy`` gives a module of no expressions
+    while sympy is not imported."""
+    no_sympy = _NoSympy("sympy")
+
+    def importing(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        if name == "sympy" and not fromlist and level == 0 and "sympy" not in sys.modules:
+            return no_sympy
+        return builtins.__import__(name, globals, locals, fromlist, level)
+
+    own = {**builtins.__dict__, "__import__": importing}
+    namespace = module.__dict__
+    saved = namespace["__builtins__"]
+    namespace["__builtins__"] = own  # a function takes its builtins from its globals when it is made
+    try:
+        clone = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+    finally:
+        namespace["__builtins__"] = saved
+    clone.__kwdefaults__ = fn.__kwdefaults__
+    return functools.update_wrapper(clone, fn)

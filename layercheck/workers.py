@@ -51,12 +51,11 @@ from layercheck.plan import Options
 
 # What the fork server imports before it forks workers, once for the whole run rather than once
 # per worker, and before any check's clock starts: torch, layercheck and the checks (the
-# worker's side, layercheck.serve, imports them), and torch's symbolic shapes (with sympy, 0.4 s):
-# torch's Python meta kernels ask them about every size, and the meta_device check runs them for
-# nearly every layer (where the import would count against its time limit). torch._dynamo (1 s)
-# is imported only for a run that enables a check that compiles: nothing else needs it (Note
-# [torch internals a check does not need] in lazytorch.py).
-PRELOAD = ["layercheck.serve", "torch.fx.experimental.symbolic_shapes"]
+# worker's side, layercheck.serve, imports them). Neither torch._dynamo (1 s) nor torch's
+# symbolic shapes with sympy (0.4 s) are needed by a default check on plain sizes (Note [torch
+# internals a check does not need] in lazytorch.py); torch._dynamo is preloaded for a run that asks
+# for a check that compiles, which imports it anyway.
+PRELOAD = ["layercheck.serve"]
 COMPILING = ("compile", "export", "op_aot_dispatch")
 
 
