@@ -71,6 +71,8 @@ def check_selectors(selectors: list[str] | tuple[str, ...], option: str) -> None
     """Raise UsageError for a ``--check``/``--skip``/``--enable`` value naming a check (or a
     variant of it) that does not exist, as the registry would, without importing the checks.
     A variant known only at run time is left to the registry to judge."""
+    if not selectors:
+        return  # nothing to read the catalogue for (a run without --check, --skip, --enable)
     known = {e.id: e for e in entries()}
     for text in selectors:
         check_id, _, variant = text.partition(":")
