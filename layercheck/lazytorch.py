@@ -36,6 +36,7 @@ import builtins
 import functools
 import gc
 import importlib
+import inspect
 import operator
 import sys
 import types
@@ -55,10 +56,16 @@ def install() -> None:
     if _installed:
         return
     _installed = True
-    _defer_dynamo_disables()
+    # Each one only where this torch has what it was written for (torch 2.13's internals); else torch's way.
+    if callable(getattr(torch._compile, "_disable_dynamo", None)):
+        _defer_dynamo_disables()
+    if callable(getattr(torch, "_check_with", None)):
+        torch._check_with = _plain_check(torch._check_with)
+    make_grads = getattr(torch.autograd, "_make_grads", None)
+    if callable(make_grads) and list(inspect.signature(make_grads).parameters) == ["outputs", "grads",
+                                                                                   "is_grads_batched"]:
+        torch.autograd._make_grads = _plain_grads(torch.autograd._make_grads)
     _defer_symbolic_shapes()
-    torch._check_with = _plain_check(torch._check_with)
-    torch.autograd._make_grads = _plain_grads(torch.autograd._make_grads)
 
 
 # -- torch._disable_dynamo ---------------------------------------------------------------------
@@ -239,9 +246,9 @@ def _defer_symbolic_shapes() -> None:
     import torch._prims_common as prims_common
     import torch.fx.experimental as experimental
 
-    promotion = prims_common.elementwise_dtypes
-    if "sympy" not in promotion.__code__.co_names:  # not the function this was written for
-        return
+    promotion = getattr(prims_common, "elementwise_dtypes", None)
+    if not isinstance(promotion, types.FunctionType) or "sympy" not in promotion.__code__.co_names:
+        return  # not the function this was written for
     plain = _PlainShapes()
     sys.modules[_SYMBOLIC_SHAPES] = plain
     experimental.symbolic_shapes = plain
