@@ -1,4 +1,5 @@
-"""CPU time of layercheck's start-up against ``python -c "import torch"``, side by side.
+"""CPU time of layercheck's start-up against ``python -c "import torch"``, side by side, and how
+soon a run's first line shows.
 
     python benchmarks/startup_cpu.py [--repeat 5] [--tree OTHER_CHECKOUT]
 
@@ -8,6 +9,9 @@ that outlive their parent are reaped and counted too). The commands run in turn,
 round, so that a machine busy with something else slows all of them alike; the figures are
 medians, and the ratios are to ``import torch``'s median. ``--tree`` runs the same commands
 with another checkout first on PYTHONPATH as well (e.g. main's), for a before/after table.
+
+The first line: wall seconds from starting ``layercheck run specs/srelu.yaml`` to its first line
+naming the target ("specs/srelu.yaml" on stderr, a pseudo-terminal as in a shell).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import pty
+import select
 import statistics
 import subprocess
 import sys
@@ -60,6 +66,36 @@ def cpu(args: list[str], tree: Path) -> tuple[float, float]:
     return after.children_user + after.children_system - before.children_user - before.children_system, wall
 
 
+FIRST_LINE = (["-m", "layercheck", "run", "specs/srelu.yaml"], b"specs/srelu.yaml")
+
+
+def first_line(tree: Path) -> float:
+    """Wall seconds from starting the run to the first output that names its target."""
+    args, needle = FIRST_LINE
+    parent, child = pty.openpty()
+    start = time.perf_counter()
+    process = subprocess.Popen([sys.executable, *args], cwd=tree, stdout=subprocess.DEVNULL, stderr=child,
+                               stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(tree), "COLUMNS": "100"})
+    os.close(child)
+    seen, shown = b"", float("nan")
+    try:
+        while needle not in seen:
+            ready, _, _ = select.select([parent], [], [], 600)
+            chunk = os.read(parent, 4096) if ready else b""
+            if not chunk:
+                break
+            seen += chunk
+        else:
+            shown = time.perf_counter() - start
+    except OSError:  # the terminal closed: the run ended without naming it
+        pass
+    finally:
+        process.kill()
+        process.wait()
+        os.close(parent)
+    return shown
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
@@ -72,6 +108,7 @@ def main() -> None:
         for tree in trees:
             for name, args in COMMANDS.items():
                 times.setdefault((tree, name), []).append(cpu(args, tree))
+            times.setdefault((tree, "first line"), []).append((float("nan"), first_line(tree)))
     print(f"CPU time (user+sys of the process tree), median of {options.repeat}, {os.cpu_count()} CPUs; "
           "ratio to import torch")
     for tree in trees:
@@ -81,6 +118,8 @@ def main() -> None:
             c = statistics.median(c for c, _ in times[(tree, name)])
             w = statistics.median(w for _, w in times[(tree, name)])
             print(f"  {name:<30} {c:6.2f} s CPU  {c / base:5.2f}x   ({w:5.2f} s wall)")
+        shown = statistics.median(w for _, w in times[(tree, "first line")])
+        print(f"  {'first line of run specs/srelu.yaml':<30} {shown:6.2f} s wall after the command started")
 
 
 if __name__ == "__main__":

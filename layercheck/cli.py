@@ -287,30 +287,27 @@ def checks_command(
     counterpart, variants, prerequisites and tolerances."""
     out = Console(highlight=False)
     if check_id is not None:
-        listing.check_selectors((check_id,), "checks")  # a typo answers at once
-        from layercheck import registry  # the documentation and tolerances: the checks themselves
-
-        info = registry.get(check_id)
+        page = listing.page(check_id)  # from the check's source: no torch (a typo answers at once)
+        info = page.entry
         out.print(f"{info.id}: {info.title}", markup=False)
         if info.matlab:
             out.print(f"MATLAB: {info.matlab}", markup=False)
         out.print("default" if info.default else f"opt-in: --enable {info.id}", markup=False)
         if info.variants != ("",) or info.optional_variants:
-            out.print(f"variants: {', '.join(info.variants)}"
+            out.print(f"variants: {', '.join(info.variants or ())}"
                       + (f"; opt-in: {', '.join(info.optional_variants)}" if info.optional_variants else ""), markup=False)
-        if info.requires:
-            out.print(f"needs: {', '.join(info.requires)}", markup=False)
-        if info.any_batch:
-            from layercheck.subject import SAMPLE_ELEMENTS
-
-            out.print(f"inputs of more than {SAMPLE_ELEMENTS:,} elements: runs on a few of the batch's observations "
-                      "(docs/explanation/what-checks-see.md, \"Large inputs: a sample of the batch\")", markup=False)
-        if info.tolerances:
+        if page.requires:
+            out.print(f"needs: {', '.join(page.requires)}", markup=False)
+        if page.any_batch:
+            out.print(f"inputs of more than {listing.sample_elements():,} elements: runs on a few of the batch's "
+                      "observations (docs/explanation/what-checks-see.md, \"Large inputs: a sample of the batch\")",
+                      markup=False)
+        if page.tolerances:
             out.print("tolerances (override with --tolerance CHECK.DTYPE=VALUE, or tolerance: in a spec):", markup=False)
-            for tol in info.tolerances:
-                out.print(Padding(Text(f"{info.id}.{tol.dtype} = {tol.default:g}: {tol.bounds}"), (0, 0, 0, 2)))
+            for dtype, default, bounds in page.tolerances:
+                out.print(Padding(Text(f"{info.id}.{dtype} = {default:g}: {bounds}"), (0, 0, 0, 2)))
         out.print()
-        out.print(reflow(listing.as_text(info.doc)), markup=False)
+        out.print(reflow(listing.as_text(page.doc)), markup=False)
         return
     # Words are never broken: the MATLAB names (up to 52 letters) get a column only where
     # there is room for them, and `layercheck checks ID` names them always.

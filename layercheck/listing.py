@@ -40,6 +40,18 @@ class Entry:
     optional_variants: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Page:
+    """What ``layercheck checks ID`` shows of one check: its entry, what it needs, whether it
+    samples large batches, its tolerances (dtype, default, what it bounds) and its docstring."""
+
+    entry: Entry
+    requires: tuple[str, ...] = ()
+    any_batch: bool = False
+    tolerances: tuple[tuple[str, float, str], ...] = ()
+    doc: str = ""
+
+
 class Unreadable(Exception):
     """A declaration the source alone does not settle."""
 
@@ -59,6 +71,8 @@ def check_selectors(selectors: list[str] | tuple[str, ...], option: str) -> None
     """Raise UsageError for a ``--check``/``--skip``/``--enable`` value naming a check (or a
     variant of it) that does not exist, as the registry would, without importing the checks.
     A variant known only at run time is left to the registry to judge."""
+    if not selectors:
+        return  # nothing to read the catalogue for (a run without --check, --skip, --enable)
     known = {e.id: e for e in entries()}
     for text in selectors:
         check_id, _, variant = text.partition(":")
@@ -88,6 +102,140 @@ def as_text(doc: str) -> str:
     return _LITERAL.sub(r"\1", _ROLE.sub(role, doc))
 
 
+def page(check_id: str) -> Page:
+    """A check's page, read from source where its declaration can be (no torch), else from the
+    imported registry. Raises UsageError for an unknown id."""
+    check_selectors((check_id,), "checks")
+    try:
+        return static_page(check_id)
+    except Unreadable:
+        return imported_page(check_id)
+
+
+def imported_page(check_id: str) -> Page:
+    from layercheck import registry
+
+    info = registry.get(check_id)
+    entry = Entry(info.id, info.title, info.matlab, info.default, info.variants, info.optional_variants)
+    return Page(entry, info.requires, info.any_batch, tuple((t.dtype, t.default, t.bounds) for t in info.tolerances),
+                info.doc)
+
+
+def static_page(check_id: str) -> Page:
+    """The page of a built-in check read from its module's source; raises Unreadable where the
+    declaration is computed (tolerances from a table, variants known at run time) or the check
+    is a plug-in's."""
+    for path in sorted(p for p in _CHECKS.glob("*.py") if p.name != "__init__.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node, call in _declarations(tree):
+            if call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == check_id:
+                return _page(node, call, _literal_names(tree), f"{path.name}:{node.name}")
+    raise Unreadable(f"{check_id}: not a built-in check")
+
+
+def _page(node: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, names: dict[str, Any], where: str) -> Page:
+    entry = _entry(call, names, where)
+    if entry.variants is None:
+        raise Unreadable(f"{where}: variants known at run time")
+    keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    value = _evaluator(names, where)
+    requires = list(value(keywords["requires"])) if "requires" in keywords else []
+    if "uses" in keywords:
+        runs = _shared_runs()
+        for use in _elements(keywords["uses"], where):
+            if not isinstance(use, ast.Name) or use.id not in runs:
+                raise Unreadable(f"{where}: {ast.unparse(use)} is not a shared run of runs.py")
+            requires += runs[use.id]
+    tolerances = []
+    declared = keywords.get("tolerances")
+    if isinstance(declared, ast.Name) and isinstance(names.get(declared.id), ast.AST):
+        declared = names[declared.id]
+    for element in [] if declared is None else declared.elts if isinstance(declared, (ast.Tuple, ast.List)) \
+            else [declared]:
+        tolerances += _tolerances(element, names, where)
+    return Page(entry, tuple(dict.fromkeys(requires)),
+                bool(value(keywords["any_batch"])) if "any_batch" in keywords else False,
+                tuple(tolerances), ast.get_docstring(node) or "")
+
+
+def _elements(node: ast.expr, where: str) -> list[ast.expr]:
+    if not isinstance(node, (ast.Tuple, ast.List)) or any(isinstance(e, ast.Starred) for e in node.elts):
+        raise Unreadable(f"{where}: {ast.unparse(node)} is not a literal tuple")
+    return list(node.elts)
+
+
+def _tolerances(node: ast.expr, names: dict[str, Any], where: str) -> list[tuple[str, float, str]]:
+    """``Tolerance(dtype, default, bounds)`` of literals, or ``path_tolerances(bounds)`` /
+    ``rounding_tolerances(bounds)`` (their tables read from runs.py and compare.py)."""
+    if isinstance(node, ast.Name) and isinstance(names.get(node.id), ast.Call):
+        node = names[node.id]
+    if not isinstance(node, ast.Call) or node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+        raise Unreadable(f"{where}: {ast.unparse(node)} is not a Tolerance declaration")
+    args = [_evaluator(names, where)(a) for a in node.args]
+    called = _called(node.func)
+    if called == "Tolerance" and len(args) == 3:
+        return [(args[0], args[1], args[2])]
+    if called in ("path_tolerances", "rounding_tolerances") and len(args) == 1:
+        table = _table("runs.py", "PATH_RTOL") if called == "path_tolerances" else _table("compare.py", "ROUNDING")
+        return [(dtype, rtol[0] if isinstance(rtol, tuple) else rtol, args[0]) for dtype, rtol in table.items()]
+    raise Unreadable(f"{where}: {ast.unparse(node)} is not a Tolerance declaration")
+
+
+@dataclass(frozen=True)
+class _Imported:
+    """A name a check module imports from another module of layercheck (``path`` relative to the package)."""
+
+    path: str
+
+
+def _table(module: str, name: str) -> dict[str, Any]:
+    """A module-level dict of layercheck/``module`` keyed by dtype (``torch.float32`` or
+    ``"float32"``), read from source."""
+    path = _CHECKS.parent / module
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+        if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
+            table = {}
+            for key, item in zip(node.value.keys, node.value.values):
+                if isinstance(key, ast.Attribute) and isinstance(key.value, ast.Name) and key.value.id == "torch":
+                    table[key.attr] = ast.literal_eval(item)
+                elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    table[key.value] = ast.literal_eval(item)
+                else:
+                    raise Unreadable(f"{module}: {name} has a key that is not a dtype")
+            return table
+    raise Unreadable(f"{module}: no {name} table")
+
+
+def _shared_runs() -> dict[str, list[str]]:
+    """The shared runs declared in runs.py (``NAME = SharedRun("name", (required, ...))``): what each requires."""
+    found = {}
+    for node in ast.parse((_CHECKS.parent / "runs.py").read_text(encoding="utf-8")).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and _called(node.value.func) == "SharedRun"
+                and len(node.value.args) == 2):
+            try:
+                found[node.targets[0].id] = list(ast.literal_eval(node.value.args[1]))
+            except ValueError:
+                continue
+    return found
+
+
+def sample_elements() -> int:
+    """subject.SAMPLE_ELEMENTS, read from source: how many elements an input may have before the
+    checks that declare ``any_batch`` run on a sample of the batch."""
+    for node in ast.parse((_CHECKS.parent / "subject.py").read_text(encoding="utf-8")).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "SAMPLE_ELEMENTS"
+                and all(isinstance(n, (ast.Constant, ast.BinOp, ast.operator)) for n in ast.walk(node.value))):
+            return int(eval(compile(ast.Expression(node.value), "subject.py", "eval"), {"__builtins__": {}}))
+    from layercheck.subject import SAMPLE_ELEMENTS
+
+    return SAMPLE_ELEMENTS
+
+
 def imported_entries() -> list[Entry]:
     from layercheck import registry
 
@@ -109,16 +257,32 @@ def static_entries() -> list[Entry]:
     return found
 
 
+# A run asks for the catalogue once per option it validates (--check, --skip, --enable, a
+# spec's): each file is parsed once per process, again only when it changed.
+_READ: dict[Path, tuple[tuple[int, int], list[Entry]]] = {}
+
+
 def _read(path: Path) -> list[Entry]:
+    stat = path.stat()
+    version = (stat.st_mtime_ns, stat.st_size)
+    if path not in _READ or _READ[path][0] != version:
+        _READ[path] = version, _parse(path)
+    return list(_READ[path][1])
+
+
+def _parse(path: Path) -> list[Entry]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     names = _literal_names(tree)
+    return [_entry(call, names, f"{path.name}:{node.name}") for node, call in _declarations(tree)]
+
+
+def _declarations(tree: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.Call]]:
+    """Each function decorated with ``@check(...)``, with the decorator's call."""
     found = []
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for decorator in node.decorator_list:
-            if isinstance(decorator, ast.Call) and _called(decorator.func) == "check":
-                found.append(_entry(decorator, names, f"{path.name}:{node.name}"))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found += [(node, d) for d in node.decorator_list
+                      if isinstance(d, ast.Call) and _called(d.func) == "check"]
     return found
 
 
@@ -140,19 +304,32 @@ def _literal_names(tree: ast.Module) -> dict[str, Any]:
             try:
                 names[node.targets[0].id] = ast.literal_eval(node.value)
             except ValueError:
-                pass
+                calls = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+                if calls and all(isinstance(c, ast.Call) and _called(c.func) == "Tolerance" for c in calls):
+                    names[node.targets[0].id] = node.value  # Tolerance declarations, read by _tolerances
         elif isinstance(node, ast.ImportFrom) and node.module == "layercheck.registry":
             for alias in node.names:
                 value = getattr(registry, alias.name, _UNREADABLE)
                 if isinstance(value, (str, tuple, bool)):
                     names[alias.asname or alias.name] = value
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("layercheck."):
+            module = "/".join((node.module or "").split(".")[1:]) + ".py"
+            for alias in node.names:
+                if alias.asname is None:  # a table, for _table (GRADIENT_TOLERANCE[torch.float64])
+                    names.setdefault(alias.name, _Imported(module))
     return names
 
 
-def _entry(call: ast.Call, names: dict[str, Any], where: str) -> Entry:
+def _evaluator(names: dict[str, Any], where: str) -> Any:
     def value(node: ast.expr) -> Any:
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                and isinstance(names.get(node.value.id), _Imported) and isinstance(node.slice, ast.Attribute)):
+            table = _table(names[node.value.id].path, node.value.id)  # GRADIENT_TOLERANCE[torch.float64]
+            if node.slice.attr not in table:
+                raise Unreadable(f"{where}: {ast.unparse(node)} is not in its table")
+            return table[node.slice.attr]
         if isinstance(node, ast.Name):
-            if node.id not in names:
+            if node.id not in names or isinstance(names[node.id], (ast.AST, _Imported)):
                 raise Unreadable(f"{where}: {node.id} is not a literal")
             return names[node.id]
         try:
@@ -160,6 +337,11 @@ def _entry(call: ast.Call, names: dict[str, Any], where: str) -> Entry:
         except ValueError:
             raise Unreadable(f"{where}: {ast.unparse(node)} is not a literal") from None
 
+    return value
+
+
+def _entry(call: ast.Call, names: dict[str, Any], where: str) -> Entry:
+    value = _evaluator(names, where)
     if not call.args:
         raise Unreadable(f"{where}: no check id")
     keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}

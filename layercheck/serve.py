@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from layercheck import registry, runner
+from layercheck import lazytorch, registry, runner
 from layercheck.containment import capture_into
 from layercheck.errors import LoadError, UsageError
 from layercheck.limits import limit_worker_memory
@@ -29,6 +29,7 @@ from layercheck.plan import TargetPlan
 from layercheck.result import CheckResult, RunReport
 
 registry.load_checks()  # in the fork server, once: every worker forked from it has them
+lazytorch.install()  # Note [torch internals a check does not need]
 
 
 def serve(conn: Connection, options: runner.Options, environ: dict[str, str], capture: str,

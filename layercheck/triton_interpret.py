@@ -21,8 +21,8 @@ Note [triton interpreter]
     - ``@triton.jit`` functions decorated before the switch are compiled kernels, which the
       interpreter cannot call ("Cannot call @triton.jit'd outside of the scope of a kernel"):
       Triton's own ``tl.sum``, ``tl.sigmoid``, ``tl.cdiv``... whenever Triton was imported
-      first, as in layercheck's workers (their fork server imports torch._dynamo, which imports
-      Triton), and a layer's kernels imported before (``--no-isolate`` resolves the layer
+      first, as in layercheck's workers (this module, which imports Triton, decides the
+      switch), and a layer's kernels imported before (``--no-isolate`` resolves the layer
       first). Probe: a kernel calling ``tl.sum``. Patch: such a function, called or launched
       while the interpreter is on, runs as the interpreter's ``InterpretedFunction`` of it.
     - A Python ``float`` argument reaches the kernel untyped (``eps.to(tl.float32)`` raises

@@ -42,6 +42,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -50,20 +51,22 @@ from layercheck.limits import OUTPUT_LIMIT, shortened
 from layercheck.plan import Options
 
 # What the fork server imports before it forks workers, once for the whole run rather than once
-# per worker: torch, layercheck and the checks (the worker's side, layercheck.serve, imports
-# them), and torch._dynamo (1 s). No check that runs by default compiles, but torch imports
-# torch._dynamo on the first call of its Python meta kernels (the meta_device check, for nearly
-# every layer: torch._prims_common's elementwise wrappers are torch._disable_dynamo'd), and
-# inside a check that import would count against the check's time limit.
-PRELOAD = ["layercheck.serve", "torch._dynamo"]
+# per worker, and before any check's clock starts: torch, layercheck and the checks (the
+# worker's side, layercheck.serve, imports them). Neither torch._dynamo (1 s) nor torch's
+# symbolic shapes with sympy (0.4 s) are needed by a default check on plain sizes (Note [torch
+# internals a check does not need] in lazytorch.py); torch._dynamo is preloaded for a run that asks
+# for a check that compiles, which imports it anyway.
+PRELOAD = ["layercheck.serve"]
+COMPILING = ("compile", "export", "op_aot_dispatch")
 
 
-def context() -> Any:
+def context(enabled: Iterable[str] = ()) -> Any:
     """The multiprocessing context workers come from: a fork server where there is one (stopped
-    when this process exits)."""
+    when this process exits). ``enabled``: the checks the run asks for by name (ID[:VARIANT])."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(PRELOAD)
+        compiling = any(selector.partition(":")[0].strip() in COMPILING for selector in enabled)
+        ctx.set_forkserver_preload([*PRELOAD, *(["torch._dynamo"] if compiling else [])])
         atexit.unregister(_stop_fork_server)
         atexit.register(_stop_fork_server)
         return ctx

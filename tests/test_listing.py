@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,37 @@ def test_the_source_reading_matches_the_registry() -> None:
                                    read.optional_variants)
         assert read == entry
     assert [e.id for e in listing.entries()] == [i.id for i in registered()]
+
+
+def test_a_check_page_read_from_source_matches_the_registry() -> None:
+    """`layercheck checks ID` reads the page from source: what it needs (its shared runs'
+    prerequisites too), its tolerances (path_tolerances, rounding_tolerances and the tables they
+    read included) and its docstring. Only a page whose variants are the accelerators present
+    is left to the registry."""
+    unreadable = []
+    for entry in listing.imported_entries():
+        try:
+            read = listing.static_page(entry.id)
+        except listing.Unreadable:
+            unreadable.append(entry.id)
+            continue
+        assert read == listing.imported_page(entry.id), entry.id
+    assert sorted(unreadable) == ["autocast", "device"]
+
+
+def test_a_tolerance_table_the_source_does_not_settle_leaves_the_page_to_the_registry(tmp_path: Path) -> None:
+    module = tmp_path / "mine.py"
+    module.write_text('from layercheck.registry import check, Tolerance\n\n'
+                      '@check("mine", title="t", tolerances=(Tolerance("float32", 1e-3, "b"),))\ndef mine(ctx):\n'
+                      '    """Doc."""\n\n'
+                      '@check("other", title="t", tolerances=make())\ndef other(ctx): ...\n')
+    tree = ast.parse(module.read_text())
+    (mine, mine_call), (other, other_call) = listing._declarations(tree)
+    names = listing._literal_names(tree)
+    page = listing._page(mine, mine_call, names, "mine")
+    assert page.tolerances == (("float32", 1e-3, "b"),) and page.doc == "Doc."
+    with pytest.raises(listing.Unreadable, match="make"):
+        listing._page(other, other_call, names, "other")
 
 
 def test_reading_the_catalogue_imports_no_torch() -> None:

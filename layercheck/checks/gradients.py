@@ -84,11 +84,15 @@ FROZEN_TOLERANCE = 1e-3
 _REENTRANT_DROP = "None of the inputs have requires_grad=True"
 
 # The gradient check's tolerances (numerics.GRADIENT_TOLERANCE explains the figures).
-_GRADIENT_TOLERANCES = tuple(
-    Tolerance(dtype_name(dtype), value,
-              "relative error of directional derivatives against float64 finite differences" if dtype is torch.float64
-              else "relative difference (norm) of each tensor's gradient from the float64 gradient")
-    for dtype, value in GRADIENT_TOLERANCE.items())
+# Written out, one per dtype, so that `layercheck checks gradients` reads them from this source.
+_GRADIENT_BOUNDS = "relative difference (norm) of each tensor's gradient from the float64 gradient"
+_GRADIENT_TOLERANCES = (
+    Tolerance("float64", GRADIENT_TOLERANCE[torch.float64],
+              "relative error of directional derivatives against float64 finite differences"),
+    Tolerance("float32", GRADIENT_TOLERANCE[torch.float32], _GRADIENT_BOUNDS),
+    Tolerance("float16", GRADIENT_TOLERANCE[torch.float16], _GRADIENT_BOUNDS),
+    Tolerance("bfloat16", GRADIENT_TOLERANCE[torch.bfloat16], _GRADIENT_BOUNDS),
+)
 
 
 # -- the checks --------------------------------------------------------------------------------

@@ -1,0 +1,113 @@
+"""A worker checks a layer without importing torch._dynamo or sympy, and gets torch's answers.
+
+Note [torch internals a check does not need] (layercheck/lazytorch.py): the fork server takes
+torch's short ways where they end as torch's own would; anything symbolic is torch's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from layercheck import lazytorch
+
+from conftest import ROOT
+
+# What the default checks do to a small layer: its meta kernels (torch.where: Python ones),
+# backward with gradient tensors, a dispatch mode. (An optimizer's step imports torch._dynamo
+# itself: the train_step check steps by hand.)
+WORK = textwrap.dedent("""
+    import sys
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    {install}
+    sys.path.insert(0, {layers!r})
+    from srelu import SReLU
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {{}}))
+
+    torch.manual_seed(0)
+    layer = SReLU(16)
+    x = torch.randn(8, 16, requires_grad=True)
+    w = torch.randn(8, 16)
+    with Seen() as seen:
+        y = layer(x)
+    torch.autograd.backward([y], [w])
+    grads = torch.autograd.grad([layer(x)], [x], [w])
+    meta = SReLU(16).to("meta")
+    xm = torch.randn(8, 16, device="meta", requires_grad=True)
+    ym = meta(xm)
+    ym.backward(torch.ones_like(ym))
+    print(len(seen.ops) > 0, x.grad.sum().item(), grads[0].sum().item(), layer.tl.sum().item(),
+          tuple(ym.shape), tuple(xm.grad.shape), xm.grad.device)
+    print("imported:", "torch._dynamo" in sys.modules, "sympy" in sys.modules)
+""")
+
+
+def _work(install: bool) -> list[str]:
+    code = WORK.format(install="from layercheck import lazytorch; lazytorch.install()" if install else "",
+                       layers=str(ROOT / "layers"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_a_layer_is_checked_without_torch_dynamo_or_sympy_and_with_torch_s_results() -> None:
+    results, imported = _work(install=True)
+    torch_results, torch_imported = _work(install=False)
+    assert results == torch_results
+    assert imported == "imported: False False"
+    assert torch_imported == "imported: True True"  # what lazytorch is for: torch's own way imports both
+
+
+def test_a_deferred_dynamo_guard_is_torch_s_once_torch_dynamo_is_imported() -> None:
+    def fn(a: int) -> int:
+        return a + 1
+
+    wrapper = torch._compile._disable_dynamo(fn)  # as torch's own wrappers were made
+    lazytorch._defer(wrapper)
+    assert wrapper(1) == 2
+    importlib.import_module("torch._dynamo")
+    assert wrapper(2) == 3
+    assert getattr(fn, "__dynamo_disable").__qualname__.startswith("DisableContext")
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("guard_or_false", (True,)), ("guard_or_false", (False,)), ("guard_or_true", (False,)),
+    ("guard_size_oblivious", (True,)), ("expect_true", (True,)), ("is_nested_int", (3,)),
+    ("has_guarding_hint", (3,)), ("guarding_hint_or_throw", (7,)), ("guarding_hint_or_throw", (True,)),
+    ("sym_eq", ((1, 2), [1, 2])), ("sym_eq", ((1, 2), (1, 3))), ("sym_eq", ((1, 2), (1,))), ("sym_eq", (4, 4)),
+    ("sym_eq", ([(1, 2), 3], ((1, 2), 3))), ("sym_eq", ((), [])),
+    ("sym_and", (True, True, False)), ("sym_and", (True,)), ("sym_or", (False, False, True)), ("sym_or", (False,)),
+])
+def test_the_plain_size_answers_are_symbolic_shapes_own(name: str, args: tuple) -> None:
+    from torch.fx.experimental import symbolic_shapes
+
+    plain = lazytorch._PlainShapes()
+    mine = getattr(plain, name)(*args)
+    theirs = getattr(symbolic_shapes, name)(*args)
+    assert (mine, type(mine)) == (theirs, type(theirs))
+
+
+def test_what_is_not_plain_is_symbolic_shapes_own() -> None:
+    from torch.fx.experimental import symbolic_shapes
+
+    plain = lazytorch._PlainShapes()
+    assert plain.ShapeEnv is symbolic_shapes.ShapeEnv
+    with pytest.raises(AssertionError, match="unexpected sym_eq"):
+        plain.sym_eq((1, 2.0), (1, 2.0))
+    with pytest.raises(AssertionError, match="unexpected sym_eq"):
+        symbolic_shapes.sym_eq((1, 2.0), (1, 2.0))
+    assert not hasattr(plain, "__path__")  # `from ... import name` must not take it for a package
