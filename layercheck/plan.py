@@ -41,6 +41,7 @@ class Options:
     started: float | None = None  # time.perf_counter() when the command started: the run's time counts from it
     strict: bool = False  # a check that applies but could not judge the layer fails (--strict)
     interpret: bool = False  # Triton kernels run under Triton's interpreter (--interpret; triton_interpret.py)
+    interpret_sizes: str | None = None  # "full" or "reduced": the sizes interpreted kernels run at (--interpret-sizes)
     contained: bool = False  # set in a worker process: prints are captured, a KeyboardInterrupt is the layer's
 
 
@@ -88,11 +89,12 @@ def invocation_of(spec: TargetSpec, options: Options) -> Invocation:
     if spec.source is not None:
         return Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance, devices=options.devices,
                           enable=options.enable, on=options.on, interpret=options.interpret,
+                          interpret_sizes=options.interpret_sizes,
                           strict=options.strict)  # a spec's own on: and interpret: are in the spec
     return Invocation(spec.layer, layouts=spec.inputs, args=spec.args, kwargs=dict(spec.kwargs), seed=seed,
                       tolerance=tolerance, devices=options.devices, enable=options.enable, constants=spec.constants,
                       on=on_of(spec, options), interpret=options.interpret or spec.interpret,
-                      strict=options.strict)
+                      interpret_sizes=options.interpret_sizes or spec.interpret_sizes, strict=options.strict)
 
 
 def timeout_message(limit: float, label_: str) -> str:
@@ -118,4 +120,5 @@ def run_report(spec: TargetSpec, options: Options, record: Record, order: Sequen
     return RunReport(target=spec.name, kind=record.kind, inputs=spec.input_dicts(),
                      seed=seed_of(spec, options), seconds=seconds,
                      results=[record.results[key] for key in keys if key in record.results], error=error,
-                     custom_backward=record.facts.get("custom_backward"), location=record.facts.get("location"))
+                     custom_backward=record.facts.get("custom_backward"), location=record.facts.get("location"),
+                     interpreter=record.facts.get("interpreter"))

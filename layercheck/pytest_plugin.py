@@ -126,8 +126,8 @@ class SpecFile(pytest.File):
         if self.load_error is not None:
             return  # its LoadItem reports it
         options = runner.Options(strict=self.config.getoption("layercheck_strict"))
-        try:
-            target = runner.make_target(self.spec, options)
+        try:  # a spec's interpret: and interpret_sizes: as layercheck run honours them
+            target = runner.load_target(self.spec, options)
         except LoadError as exc:
             pytest.fail(f"the layer could not be loaded: {exc}", pytrace=False)
         target_run = runner.TargetRun(target, runner.plan_for(self.spec, options), options=options,
