@@ -26,6 +26,7 @@ The module imports nothing heavy at start-up: pytest loads it in every session.
 from __future__ import annotations
 
 import fnmatch
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from layercheck.runner import TargetRun
     from layercheck.spec import TargetSpec
 
+INTERPRET = "TRITON_INTERPRET"  # set while a spec's layer is imported and checked (Note [triton interpreter])
 DEFAULT_PATTERNS = ["layercheck_*.yaml", "layercheck_*.yml"]
 SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -94,6 +96,7 @@ class SpecFile(pytest.File):
         self.spec: TargetSpec | None = None
         self.load_error: str | None = None  # the layer could not be imported: the file's one item says why
         self.target_run: TargetRun | None = None  # set while the file's items run (setup to teardown)
+        self._interpret: str | None = None  # TRITON_INTERPRET before setup, put back at teardown
 
     def collect(self) -> Any:
         from layercheck import runner
@@ -103,14 +106,17 @@ class SpecFile(pytest.File):
 
         self.spec = load_spec(self.path)  # an invalid spec is a collection error naming file and key
         plan = runner.plan_for(self.spec, runner.Options())
-        try:
-            runner.make_target(self.spec, runner.Options())
+        given = os.environ.get(INTERPRET)
+        try:  # imported as layercheck run imports it: under Triton's interpreter where it is asked for
+            runner.load_target(self.spec, runner.Options(), announce=False)
         except LoadError as exc:
             # A layer that cannot be imported is this file's error, not the session's: one item,
             # so that the other spec files (and the rest of the suite) still run.
             self.load_error = str(exc)
             yield LoadItem.from_parent(self, name="load", reason=self.load_error)
             return
+        finally:
+            _put_back(given)  # the rest of the session's kernels run as before (setup sets it again)
         for planned in plan:
             for variant in planned.variants:
                 name = label(planned.info.id, variant)
@@ -126,6 +132,7 @@ class SpecFile(pytest.File):
         if self.load_error is not None:
             return  # its LoadItem reports it
         options = runner.Options(strict=self.config.getoption("layercheck_strict"))
+        self._interpret = os.environ.get(INTERPRET)
         try:  # a spec's interpret: and interpret_sizes: as layercheck run honours them
             target = runner.load_target(self.spec, options)
         except LoadError as exc:
@@ -139,6 +146,7 @@ class SpecFile(pytest.File):
 
     def teardown(self) -> None:
         self.target_run = None  # the layer, its inputs and the shared runs go with it
+        _put_back(self._interpret)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         from layercheck.errors import UsageError
@@ -226,3 +234,11 @@ def _skip(reason: str) -> None:
     except TypeError:  # a pytest without item locations for skips
         skipped = pytest.skip.Exception(reason)
     raise skipped
+
+
+def _put_back(value: str | None) -> None:
+    """``TRITON_INTERPRET`` as it was before a spec's layer was imported or checked."""
+    if value is None:
+        os.environ.pop(INTERPRET, None)
+    else:
+        os.environ[INTERPRET] = value

@@ -197,6 +197,8 @@ def interpreted(target: Target, kernels: Sequence[str], sizes: str | None) -> Ta
     reduced, why = tuple(triton_interpret.interpreted_sizes(target.specs)), ""
     if sizes == "full":
         reduced, why = target.specs, "full sizes asked for (--interpret-sizes full, interpret_sizes: full)"
+    elif not kernels:
+        reduced, why = target.specs, "no Triton kernel was found when the layer was imported"
     checked: Target | None = target
     if reduced != target.specs:
         try:

@@ -31,6 +31,7 @@ triton = pytest.importorskip("triton")
 from layercheck import limits, triton_interpret  # noqa: E402  (it imports Triton)
 
 runner = CliRunner()
+pytest_plugins = ["pytester"]
 GPU = ROOT / "tests" / "gpu"
 NO_GPU = not triton_interpret.gpu_present()
 no_gpu = pytest.mark.skipif(not NO_GPU, reason="the interpreter is switched on by itself only where there is no GPU")
@@ -395,7 +396,7 @@ def test_interpreted_sizes_cut_batch_time_and_space_and_keep_the_features() -> N
 
 def test_a_wrong_gradient_is_caught_at_the_reduced_sizes_of_a_training_layout(
         capfd: pytest.CaptureFixture[str]) -> None:
-    code, run, _ = run_json(str(GPU / "triton_leaky.py"), "--layout", "24,24,20,128:SSCB", "--interpret")
+    code, run, said = run_json(str(GPU / "triton_leaky.py"), "--layout", "24,24,20,128:SSCB", "--interpret")
     assert code == 0 and not not_passing(run), not_passing(run)
     interpreter = run["interpreter"]
     assert run["inputs"] == [{"size": [24, 24, 20, 128], "format": "SSCB"}]  # as given; as checked: interpreter
@@ -403,7 +404,7 @@ def test_a_wrong_gradient_is_caught_at_the_reduced_sizes_of_a_training_layout(
     (checked,) = interpreter["inputs"]
     assert checked["format"] == "SSCB" and checked["size"][2] == 20 and math.prod(checked["size"]) <= 4096
     shown = ",".join(map(str, checked["size"])) + ":SSCB"
-    err = capfd.readouterr().err  # the worker's line
+    err = said + capfd.readouterr().err  # the worker's line (the parent passes it on)
     assert f"checked at {shown}, reduced from 24,24,20,128:SSCB" in err and "--interpret-sizes full" in err
     # the buggy twin still fails gradients, on the wrong elements only, at the same sizes
     code, run, _ = run_json(str(GPU / "triton_leaky_bug.py"), "--layout", "24,24,20,128:SSCB", "--interpret")
@@ -432,6 +433,9 @@ def test_interpret_sizes_full_checks_the_layouts_given_and_is_in_the_reproduce_c
                     "interpret_sizes: half\n")
     done = runner.invoke(app, ["run", str(spec)])
     assert done.exit_code == 2 and "interpret_sizes: 'half' is not one of reduced, full" in done.stderr
+    # asked for where the layer's import defines no kernel: recorded, and nothing reduced
+    _, run, _ = run_json(str(ROOT / "specs" / "prelu.yaml"), "--interpret", "--check", "forward_runs")
+    assert run["interpreter"]["sizes"] == "given" and "no Triton kernel" in run["interpreter"]["why"]
     from layercheck.invocation import Invocation
 
     words = Invocation("x.py", layouts=(), interpret=True, interpret_sizes="full").command_words("gradients")
@@ -518,3 +522,18 @@ def test_check_layer_interprets_kernels_at_reduced_sizes_and_puts_the_environmen
     assert report.runs[0].interpreter is None  # compiled, as asked (on a CPU: an environment limit, not a failure)
     with pytest.raises(ValueError, match="interpret_sizes='half': expected one of reduced, full"):
         check_layer(correct.TritonLeaky, "8,6,16:BCT", interpret_sizes="half")
+
+
+@pytest.mark.slow
+def test_the_pytest_plugin_honours_a_specs_interpret_key(pytester: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    here = str(Path(layercheck_runner.__file__).resolve().parent.parent)  # the layercheck under test
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    pytester.makefile(".yaml", layercheck_leaky=f"layer: {GPU / 'triton_leaky_bug.py'}\ninputs:\n"
+                                                "  - layout: 24,24,20,128:SSCB\ninterpret: true\n")
+    result = pytester.runpytest_subprocess("-k", "gradients and float64", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1, deselected=result.parseoutcomes()["deselected"])
+    result.stdout.fnmatch_lines(["*wrong gradient of input 0*"])
