@@ -18,6 +18,11 @@ from conftest import ROOT
 
 pytest_plugins = ["pytester"]
 
+if importlib.util.find_spec("triton") is not None:
+    # the plugin imports Triton (for Triton's interpreter) as `layercheck run` does; pytester's in-process
+    # runs drop what they imported from sys.modules, and Triton's C extension cannot be imported twice
+    import triton  # noqa: F401
+
 PRELU = f"{ROOT / 'layers' / 'prelu.py'}:PReLU"
 
 BROKEN = '''
