@@ -19,8 +19,10 @@ from conftest import ROOT
 pytest_plugins = ["pytester"]
 
 if importlib.util.find_spec("triton") is not None:
-    # the plugin imports Triton (for Triton's interpreter) as `layercheck run` does; pytester's in-process
-    # runs drop what they imported from sys.modules, and Triton's C extension cannot be imported twice
+    # the plugin imports Triton (for Triton's interpreter) as `layercheck run` does, and with it switched on
+    # torch imports torch._dynamo; pytester's in-process runs drop what they imported from sys.modules, and
+    # neither Triton's C extension nor torch._dynamo's operator library can be imported twice in a process
+    import torch._dynamo  # noqa: F401
     import triton  # noqa: F401
 
 PRELU = f"{ROOT / 'layers' / 'prelu.py'}:PReLU"
