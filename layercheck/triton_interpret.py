@@ -158,8 +158,9 @@ def environment_limit(exc: BaseException | None) -> str | None:
 #       given, saying why.
 #
 #     The tests' layouts (8,6,16:BCT, 4,8,32:BTC, 4,8,16:BTC) hold at most ``ELEMENTS`` elements
-#     and are checked as given; 24,24,20,128:SSCB becomes 2,2,20,16:SSCB... see the README's
-#     figures (docs/howto/gpu.md). The run says which sizes were checked: a line on stderr, the
+#     and are checked as given; 24,24,20,128:SSCB becomes 6,6,20,4:SSCB, and 24,24,20,128:SSBC
+#     3,3,5,128:SSBC (45 rows), where the buggy twins still fail ``gradients``; the times side by
+#     side are in docs/howto/gpu.md. The run says which sizes were checked: a line on stderr, the
 #     JSON report's ``runs[].interpreter``, the console's summary line of the target.
 
 ELEMENTS = 4096  # an input's elements the reduction stops at
