@@ -25,7 +25,7 @@ from layercheck.layout import Layout
 from layercheck.plan import TargetPlan
 from layercheck.reporting.details import label
 from layercheck.result import Report, Status
-from layercheck.spec import TargetSpec, parse_device, parse_tolerance
+from layercheck.spec import INTERPRET_SIZES, TargetSpec, parse_device, parse_tolerance
 from layercheck.subject import Target, display_name, kind_of
 
 
@@ -46,6 +46,8 @@ def check_layer(
     call_kwargs: Mapping[str, Any] | None = None,
     name: str | None = None,
     strict: bool = False,
+    interpret: bool | None = None,
+    interpret_sizes: str | None = None,
 ) -> Report:
     """Run the checks on one layer and return the report (``report.render("junit")`` etc.).
 
@@ -61,7 +63,11 @@ def check_layer(
     (``{"float32": 1e-3}``); ``devices`` are the accelerators the ``device`` check compares
     with the CPU (``--device``), ``on`` the device every check runs the layer on (``--on``:
     ``"cuda"`` for a layer that only runs on a GPU); ``strict`` fails a check that applies but
-    could not judge the layer (``--strict``). Invalid arguments raise ``TypeError`` or a ``UsageError``
+    could not judge the layer (``--strict``). ``interpret``: run the layer's Triton kernels
+    under Triton's interpreter, on CPU tensors (``--interpret``); by default (None) they do where
+    Triton is imported and there is no GPU, and ``False`` leaves them compiled; ``interpret_sizes``
+    ``"full"`` checks interpreted kernels at the layouts given, not reduced ones
+    (``--interpret-sizes``; Note [interpreted sizes]). Invalid arguments raise ``TypeError`` or a ``UsageError``
     (a ``ValueError``) before anything runs; a layer that cannot be constructed gives a
     report whose run has an ``error``.
     """
@@ -74,10 +80,17 @@ def check_layer(
     runner.check_devices(options.devices)
     if options.on is not None:
         runner.check_devices([options.on], "on=")
+    if interpret_sizes not in (None, *INTERPRET_SIZES):
+        raise UsageError(f"interpret_sizes={interpret_sizes!r}: expected one of {', '.join(INTERPRET_SIZES)}")
+    options = replace(options, interpret=bool(interpret), interpret_sizes=interpret_sizes)
     target, plan = _target(layer, layouts, options=options, args=args, kwargs=kwargs, call_kwargs=call_kwargs,
                            name=name)
     resolved = runner.checks_of(plan)
-    run = runner.run_target(target, resolved.planned, options=options, tolerances=resolved.tolerances)
+    try:
+        with runner.interpreting(target, interpret, interpret_sizes) as checked:
+            run = runner.run_target(checked, resolved.planned, options=options, tolerances=resolved.tolerances)
+    except LoadError as exc:  # the interpreter asked for, and Triton cannot be imported
+        raise UsageError(f"interpret=True: {exc}") from None
     return Report(runs=[run], environment=runner.environment(), version=__version__,
                   seconds=time.perf_counter() - start)
 

@@ -154,6 +154,7 @@ def run(
     seed: Annotated[int | None, typer.Option("--seed", min=0, max=2**32 - 1, metavar="N", help="Seed for generated inputs and random streams (default: the spec's, else 0).")] = None,
     device: Annotated[list[str] | None, typer.Option("--device", metavar="DEVICE", help="Accelerator(s) the device check uses, e.g. cuda:0 (default: every one present).")] = None,
     interpret: Annotated[bool, typer.Option("--interpret", help="Run Triton kernels under Triton's interpreter, on CPU tensors (a spec's interpret: true); on by itself where Triton is installed and there is no GPU. Slow: use small layouts.")] = False,
+    interpret_sizes: Annotated[str | None, typer.Option("--interpret-sizes", metavar="reduced|full", show_default=False, help="The sizes Triton kernels run under the interpreter are checked at: reduced (the default: batch, time and spatial dimensions cut to about 4096 elements an input, keeping 32 rows) or full (the layouts as given; a spec's interpret_sizes:).")] = None,
     on: Annotated[str | None, typer.Option("--on", metavar="DEVICE", show_default=False, help="Run every check with the layer and its inputs on this device, e.g. cuda (default: the spec's on:, else the CPU): for layers that only run on a GPU.")] = None,
     tolerance: Annotated[list[str] | None, typer.Option("--tolerance", metavar="CHECK.DTYPE=VALUE", help="Tolerance override CHECK.DTYPE=VALUE, e.g. needs_input_grad.float32=1e-2 (a bare DTYPE=VALUE is the gradient check's); `layercheck checks ID` lists a check's tolerances.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.0, metavar="SECONDS", help="Time limit per check in seconds (0: none).")] = limits.DEFAULT_TIMEOUT,
@@ -214,6 +215,7 @@ def run(
         max_memory=memory.bytes,
         strict=strict,
         interpret=interpret,
+        interpret_sizes=_interpret_sizes(interpret_sizes),
         started=_started,
     )
     plans = [TargetPlan.of(spec, options) for spec in specs]  # what each target is checked with, once
@@ -380,6 +382,14 @@ def reflow(doc: str) -> str:
                 lines.append(line.rstrip())
         paragraphs.append("\n".join(lines))
     return "\n\n".join(paragraphs)
+
+
+def _interpret_sizes(text: str | None) -> str | None:
+    from layercheck.spec import INTERPRET_SIZES
+
+    if text is not None and text not in INTERPRET_SIZES:
+        raise UsageError(f"--interpret-sizes {text!r}: expected one of {', '.join(INTERPRET_SIZES)}")
+    return text
 
 
 def _check_interpreter(plans: list[TargetPlan], options: Options) -> None:

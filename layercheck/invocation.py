@@ -45,6 +45,7 @@ class Invocation:
     constants: Mapping[str, Any] = field(default_factory=dict)  # plain keyword values of the call
     on: str | None = None  # the device the suite runs on (--on), when not the CPU by default
     interpret: bool = False  # --interpret given (a spec's own interpret: is in the spec)
+    interpret_sizes: str | None = None  # --interpret-sizes given (a spec's own is in the spec)
     strict: bool = False  # --strict given: a check that could not judge the layer failed, and fails again
     version: str = __version__
 
@@ -97,6 +98,8 @@ class Invocation:
             words += ["--on", self.on]
         if self.interpret:
             words += ["--interpret"]
+        if self.interpret_sizes is not None:
+            words += ["--interpret-sizes", self.interpret_sizes]
         if self.strict:
             words += ["--strict"]
         return words
@@ -114,6 +117,10 @@ class Invocation:
             parts.append(f"devices={list(self.devices)!r}")
         if self.on is not None:
             parts.append(f"on={self.on!r}")
+        if self.interpret:
+            parts.append("interpret=True")
+        if self.interpret_sizes is not None:
+            parts.append(f"interpret_sizes={self.interpret_sizes!r}")
         if self.strict:
             parts.append("strict=True")
         return f"layercheck.check_layer({', '.join(parts)})"

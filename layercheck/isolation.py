@@ -111,7 +111,8 @@ class _Run:
         self.queue: list[_Job] = [_Job("load", t) for t in self.targets if t.plan.source is None]
         self.queue += [_Job("check", t) for t in self.targets]
         self.workers: dict[Worker, _Job | None] = {}
-        self.context = context([*options.only, *options.enable, *(s for spec in specs for s in spec.enable)])
+        # the checks asked for: --check, and each plan's enable (--enable's, then its spec's)
+        self.context = context([*options.only, *(s for plan in plans for s in plan.enable)])
         self.folder = ""
         self.started_workers = 0
         # One clock for the run's time and each target's: from the command's start where it is known.

@@ -46,6 +46,7 @@ class Options:
     started: float | None = None  # time.perf_counter() when the command started: the run's time counts from it
     strict: bool = False  # a check that applies but could not judge the layer fails (--strict)
     interpret: bool = False  # Triton kernels run under Triton's interpreter (--interpret; triton_interpret.py)
+    interpret_sizes: str | None = None  # "full" or "reduced": the sizes interpreted kernels run at (--interpret-sizes)
     contained: bool = False  # set in a worker process: prints are captured, a KeyboardInterrupt is the layer's
 
 
@@ -99,6 +100,7 @@ class TargetPlan:
     seed: int = 0  # the command line's --seed, else the spec's seed:, else 0
     on: str | None = None  # the command line's --on, else the spec's on:, else None (the CPU)
     interpret: bool = False  # --interpret or the spec's interpret: true
+    interpret_sizes: str | None = None  # --interpret-sizes, else the spec's interpret_sizes: (Note [interpreted sizes])
     only: tuple[str, ...] = ()  # --check
     skip: tuple[str, ...] = ()  # --skip, then the spec's checks: skip:
     enable: tuple[str, ...] = ()  # --enable, then the spec's checks: enable:
@@ -117,21 +119,24 @@ class TargetPlan:
         seed = options.seed if options.seed is not None else (spec.seed if spec.seed is not None else 0)
         on = options.on if options.on is not None else spec.on
         interpret = options.interpret or spec.interpret
+        interpret_sizes = options.interpret_sizes or spec.interpret_sizes
         tolerance = dict(options.tolerance)
         if spec.source is not None and reference is ...:
             invocation = Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance,
                                     devices=options.devices, enable=options.enable, on=options.on,
-                                    interpret=options.interpret,
+                                    interpret=options.interpret, interpret_sizes=options.interpret_sizes,
                                     strict=options.strict)  # a spec's own on: and interpret: are in the spec
         else:
             invocation = Invocation(spec.layer if reference is ... else reference, layouts=spec.inputs,
                                     args=spec.args, kwargs=dict(spec.kwargs), seed=seed, tolerance=tolerance,
                                     devices=options.devices, enable=options.enable, constants=spec.constants,
-                                    on=on, interpret=interpret, strict=options.strict)
+                                    on=on, interpret=interpret, interpret_sizes=interpret_sizes,
+                                    strict=options.strict)
         sources = ((f"{spec.name}: tolerance", spec.tolerance),) if spec.tolerance else ()
         return cls(name=name or spec.name, layer=spec.layer, inputs=spec.inputs, args=spec.args,
                    kwargs=spec.kwargs, constants=spec.constants, base_dir=spec.base_dir, source=spec.source,
-                   seed=seed, on=on, interpret=interpret, only=options.only, skip=options.skip + spec.skip,
+                   seed=seed, on=on, interpret=interpret, interpret_sizes=interpret_sizes, only=options.only,
+                   skip=options.skip + spec.skip,
                    enable=options.enable + spec.enable,
                    tolerances=(*sources, *((("--tolerance", options.tolerance),) if options.tolerance else ())),
                    invocation=invocation)
@@ -169,4 +174,5 @@ def run_report(target: TargetPlan, record: Record, order: Sequence[tuple[str, st
     return RunReport(target=target.name, kind=record.kind, inputs=target.input_dicts(),
                      seed=target.seed, seconds=seconds,
                      results=[record.results[key] for key in keys if key in record.results], error=error,
-                     custom_backward=record.facts.get("custom_backward"), location=record.facts.get("location"))
+                     custom_backward=record.facts.get("custom_backward"), location=record.facts.get("location"),
+                     interpreter=record.facts.get("interpreter"))

@@ -26,6 +26,7 @@ The module imports nothing heavy at start-up: pytest loads it in every session.
 from __future__ import annotations
 
 import fnmatch
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from layercheck.result import CheckResult
     from layercheck.runner import Checks, TargetRun
 
+INTERPRET = "TRITON_INTERPRET"  # set while a spec's layer is imported and checked (Note [triton interpreter])
 DEFAULT_PATTERNS = ["layercheck_*.yaml", "layercheck_*.yml"]
 SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -95,6 +97,7 @@ class SpecFile(pytest.File):
         self.checks: Checks | None = None
         self.load_error: str | None = None  # the layer could not be imported: the file's one item says why
         self.target_run: TargetRun | None = None  # set while the file's items run (setup to teardown)
+        self._interpret: str | None = None  # TRITON_INTERPRET before setup, put back at teardown
 
     def collect(self) -> Any:
         from layercheck import runner
@@ -105,14 +108,17 @@ class SpecFile(pytest.File):
         spec = load_spec(self.path)  # an invalid spec is a collection error naming file and key
         self.plan = runner.TargetPlan.of(spec, self._options())
         self.checks = runner.checks_of(self.plan)
-        try:
-            runner.make_target(self.plan)
+        given = os.environ.get(INTERPRET)
+        try:  # imported as layercheck run imports it: under Triton's interpreter where it is asked for
+            runner.load_target(self.plan, self._options(), announce=False)
         except LoadError as exc:
             # A layer that cannot be imported is this file's error, not the session's: one item,
             # so that the other spec files (and the rest of the suite) still run.
             self.load_error = str(exc)
             yield LoadItem.from_parent(self, name="load", reason=self.load_error)
             return
+        finally:
+            _put_back(given)  # the rest of the session's kernels run as before (setup sets it again)
         for planned in self.checks.planned:
             for variant in planned.variants:
                 name = label(planned.info.id, variant)
@@ -127,8 +133,9 @@ class SpecFile(pytest.File):
         assert self.plan is not None and self.checks is not None
         if self.load_error is not None:
             return  # its LoadItem reports it
-        try:
-            target = runner.make_target(self.plan)
+        self._interpret = os.environ.get(INTERPRET)
+        try:  # a spec's interpret: and interpret_sizes: as layercheck run honours them
+            target = runner.load_target(self.plan, self._options())
         except LoadError as exc:
             pytest.fail(f"the layer could not be loaded: {exc}", pytrace=False)
         target_run = runner.TargetRun(target, self.checks.planned, options=self._options(),
@@ -145,6 +152,7 @@ class SpecFile(pytest.File):
 
     def teardown(self) -> None:
         self.target_run = None  # the layer, its inputs and the shared runs go with it
+        _put_back(self._interpret)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         from layercheck.errors import UsageError
@@ -232,3 +240,11 @@ def _skip(reason: str) -> None:
     except TypeError:  # a pytest without item locations for skips
         skipped = pytest.skip.Exception(reason)
     raise skipped
+
+
+def _put_back(value: str | None) -> None:
+    """``TRITON_INTERPRET`` as it was before a spec's layer was imported or checked."""
+    if value is None:
+        os.environ.pop(INTERPRET, None)
+    else:
+        os.environ[INTERPRET] = value

@@ -110,7 +110,9 @@ class RunReport:
     """The outcome of checking one target.
 
     ``error`` is why the layer could not be loaded or constructed (then there are no results);
-    ``location`` is where the layer is defined, ``{"file": ..., "line": ...}``, when known.
+    ``location`` is where the layer is defined, ``{"file": ..., "line": ...}``, when known;
+    ``interpreter``, where its Triton kernels ran under Triton's interpreter (not compiled):
+    ``{"kernels", "sizes" ("reduced" or "given"), "inputs" (as checked), "why"}``.
     """
 
     target: str
@@ -122,6 +124,7 @@ class RunReport:
     custom_backward: bool | None = None
     error: str | None = None
     location: dict[str, Any] | None = None
+    interpreter: dict[str, Any] | None = None
 
     @property
     def status(self) -> Status:
@@ -148,6 +151,7 @@ class RunReport:
             "status": self.status.value,
             "error": self.error,
             "location": self.location,
+            "interpreter": self.interpreter,
             "seed": self.seed,
             "seconds": round(self.seconds, 6),
             "summary": self.summary,
@@ -166,6 +170,7 @@ class RunReport:
             custom_backward=data.get("custom_backward"),
             error=data.get("error"),
             location=data.get("location"),
+            interpreter=data.get("interpreter"),
         )
 
 

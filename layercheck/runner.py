@@ -168,10 +168,14 @@ def load_target(plan: TargetPlan, options: Options, *, announce: bool = True) ->
             modules = set(sys.modules) - before | {getattr(c, "__module__", "") for c in getattr(
                 target.cls, "__mro__", [target.cls])}
             kernels = _KERNELS.setdefault(plan.name, interpreter.kernels_defined(modules))
-            if kernels and not asked and announce:
+            if not kernels and not asked:
+                return target
+            target = interpreted(target, kernels, plan.interpret_sizes)
+            if announce and kernels and (not asked or target.specs != target.given):
                 shown = ", ".join(name.rpartition(".")[2] for name in kernels[:4]) + (", ..." * (len(kernels) > 4))
-                print(f"{plan.name}: Triton kernels ({shown}) and no GPU here: they run under Triton's interpreter, "
-                      "on CPU tensors (as with --interpret)", file=sys.stderr)
+                why = "" if asked else " and no GPU here"
+                print(f"{plan.name}: Triton kernels ({shown}){why}: they run under Triton's interpreter, on CPU tensors"
+                      f"{'' if asked else ' (as with --interpret)'}; {_interpreter_message(target)}", file=sys.stderr)
             return target
     except CheckTimeout:
         raise LoadError(f"importing the layer ran past the time limit of {options.timeout:g} s "
@@ -196,6 +200,71 @@ def prepare_interpreter(asked: bool) -> Any:
                             f"raised {type(exc).__name__}: {exc}") from None
         return None
     return triton_interpret if triton_interpret.wanted(asked) else None
+
+
+def interpreted(target: Target, kernels: Sequence[str], sizes: str | None) -> Target:
+    """``target`` at the sizes its kernels are checked at under Triton's interpreter (reduced
+    unless ``sizes`` is "full"; Note [interpreted sizes] in triton_interpret.py), recording how
+    they ran (Target.interpreter: the report's runs[].interpreter)."""
+    from layercheck import triton_interpret
+
+    reduced, why = tuple(triton_interpret.interpreted_sizes(target.specs)), ""
+    if sizes == "full":
+        reduced, why = target.specs, "full sizes asked for (--interpret-sizes full, interpret_sizes: full)"
+    elif not kernels:
+        reduced, why = target.specs, "no Triton kernel was found when the layer was imported"
+    checked: Target | None = target
+    if reduced != target.specs:
+        try:
+            checked = target.with_inputs(reduced)
+            if checked is None:
+                why = f"its parameters follow the sizes (at {_layouts(reduced)} they differ)"
+            else:
+                _try(checked)
+        except Exception as exc:  # the layer's trouble with smaller inputs: checked as given
+            raised = getattr(exc, "exc", None) or exc  # the layer's own exception (LayerRaised.exc)
+            first = (str(raised).strip().splitlines() or [""])[0]
+            checked, why = None, f"at {_layouts(reduced)} it raised {type(raised).__name__}: {first}"
+    result = checked if checked is not None else target
+    result.interpreter = {"kernels": [name.rpartition(".")[2] for name in kernels],
+                          "sizes": "reduced" if result.specs != target.given else "given",
+                          "inputs": [spec.to_dict() for spec in result.specs], "why": why or None}
+    return result
+
+
+@contextlib.contextmanager
+def interpreting(target: Target, asked: bool | None, sizes: str | None = None) -> Iterator[Target]:
+    """For a layer imported already (the Python API): its Triton kernels run under Triton's
+    interpreter while the checks run where ``asked`` (True), or by themselves (None) where
+    Triton is imported and there is no GPU, at the sizes :func:`interpreted` picks; yields the
+    target to check. ``TRITON_INTERPRET`` is put back afterwards. Raises LoadError where the
+    interpreter is asked for and Triton cannot be imported."""
+    previous = os.environ.get("TRITON_INTERPRET")
+    try:
+        interpreter = None
+        if asked or (asked is None and "triton" in sys.modules):
+            interpreter = prepare_interpreter(bool(asked))
+        modules = {getattr(c, "__module__", "") for c in getattr(target.cls, "__mro__", [target.cls])}
+        kernels = interpreter.kernels_defined(modules) if interpreter is not None else []
+        yield interpreted(target, kernels, sizes) if interpreter is not None and (kernels or asked) else target
+    finally:
+        if previous is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = previous
+
+
+def _layouts(specs: Sequence[Any]) -> str:
+    return " ".join(str(spec.layout) for spec in specs)
+
+
+def _interpreter_message(target: Target) -> str:
+    """Where a target's kernels ran under the interpreter: the sizes checked, and why."""
+    record = target.interpreter or {}
+    if target.specs != target.given:
+        return (f"checked at {_layouts(target.specs)}, reduced from {_layouts(target.given)} (interpreted kernels are "
+                "slow; --interpret-sizes full checks the sizes given)")
+    return "checked at the sizes given" + (f": {record['why']}" if record.get("why") else "")
 
 
 def error_run(plan: TargetPlan, error: str, *, seconds: float = 0.0) -> RunReport:
@@ -233,6 +302,8 @@ class TargetRun:
         self.record.kind = target.kind
         self.facts = self.record.facts
         self.facts.setdefault("location", layer_location(target.cls))  # for a report made without this run
+        if target.interpreter is not None:
+            self.facts.setdefault("interpreter", target.interpreter)
         self.blocked = self.record.blocked
         self.results = self.record.results
         self.setup_failure: str | None = None
@@ -290,9 +361,10 @@ class TargetRun:
     def report(self, seconds: float, *, error: str | None = None) -> RunReport:
         """The run report of what has results so far, in the plan's order."""
         return RunReport(target=self.target.name, kind=self.target.kind,
-                         inputs=[spec.to_dict() for spec in self.target.specs], seed=self.target.seed,
+                         inputs=[spec.to_dict() for spec in self.target.given], seed=self.target.seed,
                          seconds=seconds, results=ordered_results(self.plan, self.results), error=error,
-                         custom_backward=self.facts.get("custom_backward"), location=self._location())
+                         custom_backward=self.facts.get("custom_backward"), location=self._location(),
+                         interpreter=self.facts.get("interpreter"))
 
     def _location(self) -> dict[str, Any] | None:
         """Where the layer is defined, and its hand-written backward (the Function classes

@@ -14,7 +14,9 @@ from layercheck.inputs import FLOATING as DTYPE_NAMES
 from layercheck.inputs import InputSpec, input_from_mapping
 from layercheck.layout import Layout
 
-_KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance", "on", "interpret")
+INTERPRET_SIZES = ("reduced", "full")  # interpret_sizes:, --interpret-sizes (Note [interpreted sizes])
+_KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance", "on", "interpret",
+         "interpret_sizes")
 _CHECK_KEYS = ("skip", "enable")
 _SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -36,6 +38,7 @@ class TargetSpec:
     constants: Mapping[str, Any] = field(default_factory=dict)  # plain keyword values of the call
     on: str | None = None  # the device the suite runs the layer on (on:), the CPU when None
     interpret: bool = False  # its Triton kernels run under Triton's interpreter (interpret:)
+    interpret_sizes: str | None = None  # "full" or "reduced": the sizes its interpreted kernels run at
 
     @property
     def layouts(self) -> tuple[Layout, ...]:
@@ -155,10 +158,15 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
     if on is not None:
         on = parse_device(on, f"{where}: on")
     interpret = _expect(data, "interpret", bool, where, "true or false (Triton's interpreter)", default=False)
+    interpret_sizes = _expect(data, "interpret_sizes", str, where, "full or reduced (the sizes interpreted Triton "
+                              "kernels run at)", default=None)
+    if interpret_sizes not in (None, *INTERPRET_SIZES):
+        raise SpecError(f"{where}: interpret_sizes: {interpret_sizes!r} is not one of {', '.join(INTERPRET_SIZES)}")
     base_dir = source.parent if source is not None else Path.cwd()
     return TargetSpec(
         on=on,
         interpret=interpret,
+        interpret_sizes=interpret_sizes,
         layer=layer.strip(),
         inputs=tuple(tensors),
         constants=constants,

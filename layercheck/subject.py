@@ -90,6 +90,9 @@ class Target:
             invocation = Invocation(reference, layouts=self.specs, args=self.args, kwargs=self.kwargs, seed=seed,
                                     constants=self.constants, on=None if on is None else str(self.home))
         self.invocation = invocation
+        self.given = self.specs  # the inputs as the user gave them (specs: as checked, see with_inputs)
+        # how its Triton kernels ran, where they ran under the interpreter (runs[].interpreter of the report)
+        self.interpreter: dict[str, Any] | None = None
         self._pristine: nn.Module | None = None
         self._base_inputs: list[torch.Tensor] | None = None
         # Note [data-dependent initialisation] in building.py: whether the layer's first
@@ -193,18 +196,25 @@ class Target:
         keep = max(2, (SAMPLE_ELEMENTS - fixed) // max(per_observation, 1))
         if keep >= batch:
             return None
-        specs = [spec if spec.layout.batch_dim is None
-                 else dataclasses.replace(spec, layout=spec.layout.with_size("B", keep)) for spec in self.specs]
-        sample = Target(self.instance if self.instance is not None else self.cls, specs, args=self.args,
-                        kwargs=self.kwargs, seed=self.seed, name=self.name, invocation=self.invocation,
-                        constants=self.constants, on=self.home)
+        return self.with_inputs([spec if spec.layout.batch_dim is None
+                                 else dataclasses.replace(spec, layout=spec.layout.with_size("B", keep))
+                                 for spec in self.specs])
+
+    def with_inputs(self, specs: Sequence[InputSpec]) -> Target | None:
+        """The same layer and constructor call on other inputs (smaller ones), whose pristine layer
+        has this one's parameters and buffers; None where it does not (sizes that follow the
+        inputs'). Raises what building the layer raises (LoadError, LayerRaised)."""
+        other = Target(self.instance if self.instance is not None else self.cls, specs, args=self.args,
+                       kwargs=self.kwargs, seed=self.seed, name=self.name, invocation=self.invocation,
+                       constants=self.constants, on=self.home)
+        other.given, other.interpreter = self.given, self.interpreter
         pristine = self.pristine()
         if pristine is not None:
-            sample.first_call_initialises = self.first_call_initialises
-            sample._pristine = sample._another(pristine)
-            if not same_tensors(sample._pristine, pristine):
+            other.first_call_initialises = self.first_call_initialises
+            other._pristine = other._another(pristine)
+            if not same_tensors(other._pristine, pristine):
                 return None
-        return sample
+        return other
 
     @property
     def batch_sizes(self) -> set[int]:

@@ -2,7 +2,8 @@
 layers that need it, and the interpreter's gaps closed (Note [triton interpreter]).
 
 Imported only where Triton is installed (it imports Triton); the runner asks :func:`wanted`
-before it imports a layer and :func:`kernels_defined` after.
+before it imports a layer, :func:`kernels_defined` after, and :func:`interpreted_sizes` for the
+sizes the interpreted kernels are checked at (Note [interpreted sizes]).
 
 Note [triton interpreter]
     Triton's interpreter runs a kernel's program instances one after another in NumPy, on CPU
@@ -44,6 +45,7 @@ Note [triton interpreter]
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -58,6 +60,9 @@ import triton.language as tl
 from triton.language.extra import libdevice
 from triton.runtime import autotuner
 from triton.runtime import interpreter as _interpreter
+
+from layercheck.inputs import InputSpec
+from layercheck.layout import Layout
 
 ENV = "TRITON_INTERPRET"
 _STARTED_WITH = os.environ.get(ENV)  # what this process was given: "1" is asking for the interpreter
@@ -120,6 +125,75 @@ def environment_limit(exc: BaseException | None) -> str | None:
     first = str(matched).strip().splitlines()[0]
     return (f"{NEEDS_GPU} ({type(matched).__name__}: {first}). Check the layer on a GPU (--on cuda); layercheck closes "
             "the known gaps of Triton's interpreter (docs/howto/gpu.md, \"Triton layers\")")
+
+
+# -- the sizes -----------------------------------------------------------------------------------
+
+# Note [interpreted sizes]
+#     The interpreter runs a kernel's programs one after another in Python: a launch costs about
+#     5 ms per program (measured on 2 shared cores), so a layer checked at a training layout
+#     (24,24,20,128: 11,520 rows of 128, or 1,440 blocks of 1,024) spends seconds on each call and
+#     the suite, which calls it hundreds of times, minutes per check. What the checks judge does
+#     not grow with the size: a kernel's arithmetic, masks, offsets and its accumulation across
+#     programs show on a few programs as on thousands. So where the kernels run interpreted,
+#     each input is checked at reduced sizes, unless ``--interpret-sizes full`` (a spec's
+#     ``interpret_sizes: full``, ``check_layer(..., interpret_sizes="full")``) asks for the
+#     sizes given:
+#
+#     - the channel (C) and unspecified (U) dimensions keep their sizes: the layer's parameters
+#       and a kernel's block sizes follow the features, and a mask over a partly filled block
+#       is what a bug in it needs;
+#     - the batch (B), time (T) and spatial (S) dimensions, whose product is the number of rows
+#       (of programs, for most kernels), are halved in turn, the largest first and the batch
+#       last among equals (the next where halving one would leave too few rows), each to no less
+#       than 2 (a size of 1 stays 1), while an input holds more than ``ELEMENTS`` elements and
+#       halving keeps at least ``ROWS`` rows in every input (or as many as it had): several
+#       programs of a kernel that takes a block of rows (the RMS norm of tests/gpu/ takes 8 in
+#       its backward, whose weight gradient is accumulated across programs), several blocks of
+#       an elementwise one. A dimension with one label gets one size in every input (a mask
+#       4,10:BT beside its 4,10,64:BTC), so the inputs still agree;
+#     - the reduced layer is built and called forward and backward once first; where that
+#       raises (a size tied to a constructor argument: a positional table of T rows) or its
+#       parameters differ from those built for the sizes given, it is checked at the sizes
+#       given, saying why.
+#
+#     The tests' layouts (8,6,16:BCT, 4,8,32:BTC, 4,8,16:BTC) hold at most ``ELEMENTS`` elements
+#     and are checked as given; 24,24,20,128:SSCB becomes 6,6,20,4:SSCB, and 24,24,20,128:SSBC
+#     3,3,5,128:SSBC (45 rows), where the buggy twins still fail ``gradients``; the times side by
+#     side are in docs/howto/gpu.md. The run says which sizes were checked: a line on stderr, the
+#     JSON report's ``runs[].interpreter``, the console's summary line of the target.
+
+ELEMENTS = 4096  # an input's elements the reduction stops at
+ROWS = 32  # the product of the reduced dimensions it never goes below (unless given smaller)
+REDUCED = "BST"  # the labels of the dimensions it reduces
+
+
+def interpreted_sizes(specs: Iterable[InputSpec], *, elements: int = ELEMENTS,
+                      rows: int = ROWS) -> tuple[InputSpec, ...]:
+    """The inputs at the sizes interpreted kernels are checked at (Note [interpreted sizes]):
+    the same inputs where they are small already."""
+    specs = tuple(specs)
+    caps = {label: max([s for spec in specs for s, lab in zip(spec.layout.size, spec.layout.format) if lab == label],
+                       default=0) for label in REDUCED}
+
+    def cut(layout: Layout, caps: dict[str, int]) -> Layout:
+        return Layout(tuple(min(s, caps[lab]) if lab in caps else s for s, lab in zip(layout.size, layout.format)),
+                      layout.format)
+
+    def row_count(layout: Layout) -> int:
+        return math.prod(s for s, lab in zip(layout.size, layout.format) if lab in REDUCED)
+
+    def keeps_rows(caps: dict[str, int]) -> bool:
+        return all(row_count(cut(spec.layout, caps)) >= min(rows, row_count(spec.layout)) for spec in specs)
+
+    while any(cut(spec.layout, caps).numel > elements for spec in specs):
+        # the largest dimension first, the batch last among equals
+        order = sorted((label for label in REDUCED if caps[label] > 2), key=lambda lab: (-caps[lab], lab == "B"))
+        halved = next((h for h in ({**caps, lab: max(2, caps[lab] // 2)} for lab in order) if keeps_rows(h)), None)
+        if halved is None:
+            break
+        caps = halved
+    return tuple(dataclasses.replace(spec, layout=cut(spec.layout, caps)) for spec in specs)
 
 
 # -- the gaps --------------------------------------------------------------------------------------

@@ -20,8 +20,10 @@ pytest_plugins = ["pytester"]
 
 if importlib.util.find_spec("triton") is not None:
     # pytester's in-process runs drop the modules each run imports; the plugin imports Triton (a
-    # layer's kernels may run under its interpreter), and Triton's extension aborts the process
-    # when imported a second time. Imported here, it stays for every run.
+    # layer's kernels may run under its interpreter), and with it switched on torch imports
+    # torch._dynamo. Neither Triton's C extension nor torch._dynamo's operator library can be
+    # imported twice in a process: imported here, they stay for every run.
+    import torch._dynamo  # noqa: F401
     import triton  # noqa: F401
 
 PRELU = f"{ROOT / 'layers' / 'prelu.py'}:PReLU"

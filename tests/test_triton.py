@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -30,6 +31,7 @@ triton = pytest.importorskip("triton")
 from layercheck import limits, triton_interpret  # noqa: E402  (it imports Triton)
 
 runner = CliRunner()
+pytest_plugins = ["pytester"]
 GPU = ROOT / "tests" / "gpu"
 NO_GPU = not triton_interpret.gpu_present()
 no_gpu = pytest.mark.skipif(not NO_GPU, reason="the interpreter is switched on by itself only where there is no GPU")
@@ -363,3 +365,179 @@ def test_the_check_clock_is_the_running_checks_own() -> None:
         with limits.deadline(None):
             assert limits.check_clock() is None
     assert limits.check_clock() is None
+
+
+# -- the sizes interpreted kernels are checked at (Note [interpreted sizes]) ----------------------
+
+
+def _sizes(*layouts: str, **limits_: int) -> list[str]:
+    from layercheck.inputs import parse_input
+
+    return [str(spec.layout) for spec in triton_interpret.interpreted_sizes([parse_input(t) for t in layouts],
+                                                                           **limits_)]
+
+
+def test_interpreted_sizes_cut_batch_time_and_space_and_keep_the_features() -> None:
+    (cut,) = _sizes("24,24,20,128:SSCB")
+    sizes = [int(s) for s in cut.partition(":")[0].split(",")]
+    assert sizes[2] == 20 and all(s >= 2 for s in sizes)  # C kept, every cut dimension at least 2
+    assert math.prod(sizes) <= triton_interpret.ELEMENTS
+    (cut,) = _sizes("24,24,20,128:SSBC")
+    rows = math.prod(int(s) for s in cut.partition(":")[0].split(",")[:3])
+    assert cut.endswith(",128:SSBC") and triton_interpret.ROWS <= rows < 24 * 24 * 20  # several programs of rows kept
+    assert _sizes("128,512,1024:BTC") == ["8,4,1024:BTC"]  # wide features: the rows stop at ROWS
+    # small layouts (the tests'), unspecified dimensions and a batch of one stay as given
+    for given in ("8,6,16:BCT", "4,8,32:BTC", "4,8,16:BTC", "4096,4096:UU"):
+        assert _sizes(given) == [given]
+    assert _sizes("1,4096,64:BTC") == ["1,64,64:BTC"]
+    # one label, one size in every input: a mask beside its sequence still fits it
+    assert _sizes("64,100,64:BTC", "64,100:BT dtype=bool") == ["8,6,64:BTC", "8,6:BT"]
+
+
+def test_a_wrong_gradient_is_caught_at_the_reduced_sizes_of_a_training_layout() -> None:
+    code, run, _ = run_json(str(GPU / "triton_leaky.py"), "--layout", "24,24,20,128:SSCB", "--interpret")
+    assert code == 0 and not not_passing(run), not_passing(run)
+    interpreter = run["interpreter"]
+    assert run["inputs"] == [{"size": [24, 24, 20, 128], "format": "SSCB"}]  # as given; as checked: interpreter
+    assert interpreter["sizes"] == "reduced" and interpreter["kernels"] == ["_leaky_forward", "_leaky_backward"]
+    (checked,) = interpreter["inputs"]
+    assert checked["format"] == "SSCB" and checked["size"][2] == 20 and math.prod(checked["size"]) <= 4096
+    shown = ",".join(map(str, checked["size"])) + ":SSCB"
+    # one line on stderr says so (the worker's: a process of its own, whose stderr is the command's)
+    done = subprocess.run([sys.executable, "-m", "layercheck", "run", str(GPU / "triton_leaky.py"), "--layout",
+                           "24,24,20,128:SSCB", "--interpret", "--check", "signatures", "--quiet"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert f"checked at {shown}, reduced from 24,24,20,128:SSCB" in done.stderr
+    assert "--interpret-sizes full checks the sizes given" in done.stderr
+    # the buggy twin still fails gradients, on the wrong elements only, at the same sizes
+    code, run, _ = run_json(str(GPU / "triton_leaky_bug.py"), "--layout", "24,24,20,128:SSCB", "--interpret")
+    assert code == 1 and not_passing(run) == {("gradients", "float64")}
+    assert run["interpreter"]["inputs"] == [checked]
+    details = by_check(run)[("gradients", "float64")]["details"]
+    (wrong,) = details["wrong"]
+    assert all(e["analytic"] / e["numeric"] == pytest.approx(1.5, rel=1e-4) for e in wrong["elements"])
+    # the console's summary line of the target says the kernels were interpreted, at which sizes
+    done = runner.invoke(app, ["run", str(GPU / "triton_leaky_bug.py"), "--layout", "24,24,20,128:SSCB",
+                               "--interpret", "--check", "forward_runs"], env={"COLUMNS": "200"})
+    assert f"[Triton interpreter, kernels not compiled at {shown} (reduced)]" in done.stdout, done.stdout
+
+
+def test_interpret_sizes_full_checks_the_layouts_given_and_is_in_the_reproduce_command(tmp_path: Path) -> None:
+    _, run, _ = run_json(str(GPU / "triton_leaky_bug.py"), "--layout", "24,24,20,128:SSCB", "--interpret",
+                         "--interpret-sizes", "full", "--check", "forward_runs")
+    assert run["interpreter"]["sizes"] == "given" and "--interpret-sizes full" in run["interpreter"]["why"]
+    assert run["interpreter"]["inputs"] == run["inputs"] == [{"size": [24, 24, 20, 128], "format": "SSCB"}]
+    done = runner.invoke(app, ["run", str(GPU / "triton_leaky.py"), "--layout", "8,6,16:BCT", "--interpret-sizes",
+                               "half"])
+    assert done.exit_code == 2
+    assert done.stderr.strip() == "layercheck: error: --interpret-sizes 'half': expected one of reduced, full"
+    spec = tmp_path / "leaky.yaml"
+    spec.write_text(f"layer: {GPU / 'triton_leaky.py'}\ninputs:\n  - layout: 8,6,16:BCT\n"
+                    "interpret_sizes: half\n")
+    done = runner.invoke(app, ["run", str(spec)])
+    assert done.exit_code == 2 and "interpret_sizes: 'half' is not one of reduced, full" in done.stderr
+    # asked for where the layer's import defines no kernel: recorded, and nothing reduced
+    _, run, _ = run_json(str(ROOT / "specs" / "prelu.yaml"), "--interpret", "--check", "forward_runs")
+    assert run["interpreter"]["sizes"] == "given" and "no Triton kernel" in run["interpreter"]["why"]
+    from layercheck.invocation import Invocation
+
+    words = Invocation("x.py", layouts=(), interpret=True, interpret_sizes="full").command_words("gradients")
+    assert words is not None and words[-3:] == ["--interpret", "--interpret-sizes", "full"]
+
+
+@pytest.mark.slow
+def test_a_layer_whose_sizes_follow_its_constructor_is_checked_at_the_sizes_given(tmp_path: Path) -> None:
+    layer = tmp_path / "positional.py"
+    layer.write_text(textwrap.dedent("""
+        import torch
+        import triton
+        import triton.language as tl
+        from torch import nn
+
+
+        @triton.jit
+        def _scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            inside = offsets < n
+            tl.store(y_ptr + offsets, 2.0 * tl.load(x_ptr + offsets, mask=inside), mask=inside)
+
+
+        class Twice(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                x = x.contiguous()
+                y = torch.empty_like(x)
+                _scale[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+                return y
+
+            @staticmethod
+            def backward(ctx, dy):
+                return 2.0 * dy
+
+
+        class Positional(nn.Module):  # a table of T rows: the layer takes T = length only
+            def __init__(self, length=64, channels=32):
+                super().__init__()
+                self.table = nn.Parameter(0.1 * torch.randn(length, channels))
+
+            def forward(self, x):
+                return Twice.apply(x + self.table)
+        """))
+    code, run, _ = run_json(f"{layer}:Positional", "--layout", "4,64,32:BTC", "--interpret", "--check",
+                            "backward_runs")
+    assert code == 0 and not not_passing(run), not_passing(run)
+    interpreter = run["interpreter"]
+    assert interpreter["sizes"] == "given" and interpreter["inputs"] == run["inputs"]
+    assert interpreter["why"].startswith("at ") and "it raised RuntimeError" in interpreter["why"]
+
+
+def test_check_layer_interprets_kernels_at_reduced_sizes_and_puts_the_environment_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from layercheck import check_layer
+
+    sys.path.insert(0, str(GPU))
+    try:
+        from _twin import with_bug
+    finally:
+        sys.path.remove(str(GPU))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    correct = with_bug("triton_leaky.py", INTERPRETED=True)  # imported as a user's test imports it: compiled
+    buggy = with_bug("triton_leaky.py", INTERPRETED=True, BUG=1.5)
+    asked = {} if NO_GPU else {"interpret": True}
+    report = check_layer(correct.TritonLeaky, "24,24,20,128:SSCB", checks=["gradients:float64"], **asked)
+    assert report.passed, report.failures()
+    (run,) = report.runs
+    assert run.interpreter is not None and run.interpreter["sizes"] == "reduced"
+    assert run.to_dict()["interpreter"] == run.interpreter and run.inputs[0]["size"] == [24, 24, 20, 128]
+    assert "TRITON_INTERPRET" not in os.environ  # put back: the user's process runs its kernels as before
+    report = check_layer(buggy.TritonLeaky, "8,6,16:BCT", checks=["gradients:float64"], interpret=True,
+                         interpret_sizes="full")
+    (failed,) = report.failures()
+    assert failed[1].check == "gradients" and report.runs[0].interpreter["sizes"] == "given"  # type: ignore[index]
+    assert failed[1].details["reproduce"].endswith(" --interpret --interpret-sizes full")
+    from layercheck.invocation import Invocation
+
+    python = Invocation(None, interpret=True, interpret_sizes="full").reproduce("gradients")
+    assert python.startswith("layercheck.check_layer(layer, ") and "interpret=True, interpret_sizes='full'" in python
+    report = check_layer(correct.TritonLeaky, "8,6,16:BCT", checks=["forward_runs"], interpret=False)
+    assert report.runs[0].interpreter is None  # compiled, as asked (on a CPU: an environment limit, not a failure)
+    with pytest.raises(ValueError, match="interpret_sizes='half': expected one of reduced, full"):
+        check_layer(correct.TritonLeaky, "8,6,16:BCT", interpret_sizes="half")
+
+
+@pytest.mark.slow
+def test_the_pytest_plugin_honours_a_specs_interpret_key(pytester: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    here = str(Path(layercheck_runner.__file__).resolve().parent.parent)  # the layercheck under test
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    pytester.makefile(".yaml", layercheck_leaky=f"layer: {GPU / 'triton_leaky_bug.py'}\ninputs:\n"
+                                                "  - layout: 24,24,20,128:SSCB\ninterpret: true\n")
+    result = pytester.runpytest_subprocess("-k", "gradients and float64", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1, deselected=result.parseoutcomes()["deselected"])
+    result.stdout.fnmatch_lines(["*wrong gradient of input 0*"])
