@@ -52,12 +52,14 @@ def source_of(obj: Any) -> dict[str, Any] | None:
 
 
 def shown_path(file: str) -> str:
-    """``file`` relative to the working directory where it lies below it (``/`` separators)."""
-    path = Path(file).resolve()
-    try:
-        return path.relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
+    """``file`` relative to the working directory where it lies below it (``/`` separators), as
+    the path it was imported by names it (through a symbolic link too) or as it resolves."""
+    for path, cwd in ((Path(file).absolute(), Path.cwd()), (Path(file).resolve(), Path.cwd().resolve())):
+        try:
+            return path.relative_to(cwd).as_posix()
+        except ValueError:
+            continue
+    return Path(file).resolve().as_posix()
 
 
 def _backward_of(layer: Any, names: Sequence[str]) -> dict[str, Any] | None:

@@ -415,7 +415,7 @@ class _Sample:
         kept = self.target.batch
         where = f"on {kept} of the batch's {self.batch} observations"
         head, fix, tail = result.message.rpartition(" Fix: ") if result.status is Status.FAILED else ("", "", "")
-        message = (f"{head} ({where}){fix}{tail}" if fix else
+        message = (f"{head.rstrip('.')} ({where}).{fix}{tail}" if fix else
                    f"{result.message} ({where})" if result.message else where)
         return replace(result, message=message,
                        details={**result.details, "sample": {"observations": kept, "batch": self.batch}})

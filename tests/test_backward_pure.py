@@ -41,10 +41,13 @@ def test_a_backward_that_reuses_its_own_table_fails_on_the_second_backward_and_s
     (found,) = [r for r in run_zoo("backward_pure_own_table_reused", only=("backward_pure",)).results
                 if r.check == "backward_pure"]
     assert found.status is Status.FAILED
-    assert found.message.startswith("a second backward over the same graph (retain_graph=True) vs the first: "
-                                    "gradient of input 0 differs")
-    assert ("Backward writes into tensor 1 that _SoftPathCost saved for backward (made by the forward for the backward "
-            "alone, not the caller's), and not idempotently") in found.message
+    where, _, message = found.message.partition(": ")
+    assert where.startswith("in _SoftPathCost.backward (") and where.endswith("/backward_pure_own_table_reused.py:28)")
+    assert message.startswith("backward writes into tensor 1 that _SoftPathCost saved for backward (made by the "
+                              "forward for the backward alone, not the caller's), and not idempotently")
+    assert ("; a second backward over the same graph (retain_graph=True) vs the first: gradient of input 0 differs"
+            in found.message)
+    assert "Fix: write the backward's own results into a new tensor" in found.message
     assert found.details["written"] == ["tensor 1 that _SoftPathCost saved for backward"]
 
 

@@ -130,8 +130,9 @@ def test_a_transposed_gradient_is_named(tmp_path: Path) -> None:
         """)
     _, results = run_json(layer, "--layout", "6,4:BC", "--check", "gradients:float64")
     message = results["gradients", "float64"]["message"]
-    assert message.startswith("wrong gradient of parameter 'weight': its gradient is the transpose (dims 0 and 1 "
-                              "swapped) of the right one, over all 16 elements"), message
+    assert message.startswith(f"in MatMul.backward ({Path(layer).as_posix()}:12): wrong gradient of parameter "
+                              "'weight': its gradient is the transpose (dims 0 and 1 swapped) of the right one, over "
+                              "all 16 elements"), message
 
 
 def test_a_gradient_wrong_in_one_region_is_not_called_a_constant_factor() -> None:

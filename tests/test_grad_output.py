@@ -4,6 +4,8 @@ tests/test_zoo.py judges the zoo as a whole."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch import nn
@@ -57,7 +59,9 @@ class _AddsAConstant(_Square):
 def test_a_backward_that_is_not_linear_says_how(function: type, phrase: str) -> None:
     found = outcome(function, "4,5:BC")
     assert found.status is Status.FAILED
-    assert found.message.startswith("the gradient of input 0 is not linear in grad_output: " + phrase)
+    where = rf"in {function.__qualname__}\.backward \(tests/test_grad_output\.py:\d+\): "  # its file and line first
+    assert re.match(where + re.escape(f"the gradient of input 0 is not linear in grad_output: {phrase}"),
+                    found.message), found.message
     assert ("backward of two grad_outputs w1 and w2 combined vs their gradients combined: gradient of input 0 "
             "differs at index") in found.message
     assert "Fix: multiply every term by the incoming gradient" in found.message

@@ -211,8 +211,8 @@ def _assert_placed(layer: nn.Module, key: str, value: Any, after: str, *, given:
                 f"constructed with {key}={_shown(value)}, {kind} {name!r} is {shown} after {after}: it is created "
                 f"without the {key}= the constructor was given. Fix: pass factory_kwargs = {{'device': device, "
                 f"'dtype': dtype}} to every tensor, parameter and submodule it creates (torch.zeros(n, "
-                f"**factory_kwargs), nn.Linear(..., **factory_kwargs))", tensor=f"{kind} {name!r}", keyword=key, after=after,
-                actual=shown)
+                f"**factory_kwargs), nn.Linear(..., **factory_kwargs))", tensor=f"{kind} {name!r}", keyword=key,
+                after=after, actual=shown)
 
 
 def _is_given(t: torch.Tensor, given: set[int]) -> bool:

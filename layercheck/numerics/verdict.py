@@ -74,7 +74,7 @@ class Verdict:
         worst = self.worst
         analytic, numeric = distinct(worst.analytic, worst.numeric)
         error = worst.relative_error
-        size = (f"a difference of {error:.2g} × the size of {sides[0].removeprefix('the ')}" if math.isfinite(error)
+        size = (f"a difference of {error:.2g} × the size of {sides[0]}" if math.isfinite(error)
                 else f"{sides[0]} is zero along every direction and the differences are not")
         return (f"along a random direction {sides[0]} gives {analytic}, {sides[1]} {numeric}: {size}, "
                 f"{'within' if self.passed else 'over'} the tolerance {self.tolerance:g}")
