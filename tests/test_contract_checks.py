@@ -582,7 +582,8 @@ class DropsItsState(nn.Module):
 def test_state_valid_catches_a_buffer_that_disappears() -> None:
     r = result(run(DropsItsState, "4,3:BC", checks=("state_valid",)), "state_valid")
     assert r.status is Status.FAILED
-    assert r.message == "state 'h' after predict: the buffer is gone (it held (3,) float32)"
+    assert r.message == ("state 'h' after predict: the buffer is gone (it held (3,) float32). Fix: "
+                         f"{get('state_valid').fix.rstrip('.')} (more: layercheck checks state_valid).")
 
 
 def test_recurrent_state_resized_to_the_batch_is_valid() -> None:

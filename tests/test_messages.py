@@ -178,3 +178,22 @@ def test_a_message_that_gives_its_own_fix_keeps_it_and_a_sampled_one_says_so_bef
     marked = sample.mark(CheckResult("backward_pure", "", Status.FAILED, 0.1, plain))
     assert marked.message == (f"backward modified it (on 2 of the batch's 6 observations). Fix: "
                               f"{info.fix.rstrip('.')} (more: layercheck checks backward_pure).")
+
+
+def test_a_file_reached_through_a_link_in_the_working_directory_is_shown_by_the_link(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docs' commands run where docs/ is a link to the repository's: a backward named there
+    reads as the user typed the path, not as the absolute path the link resolves to."""
+    from layercheck.locations import shown_path
+
+    real = tmp_path / "elsewhere" / "layers"
+    real.mkdir(parents=True)
+    (real / "act.py").write_text("")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "layers").symlink_to(real)
+    monkeypatch.chdir(work)
+    assert shown_path(str(real / "act.py")) == "layers/act.py"
+    (work / "own.py").write_text("")
+    assert shown_path(str(work / "own.py")) == "own.py"
+    assert shown_path(str(tmp_path / "elsewhere" / "x.py")) == (tmp_path / "elsewhere" / "x.py").resolve().as_posix()
