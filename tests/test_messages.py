@@ -97,24 +97,25 @@ def test_predict_and_forward_name_each_side_and_why_they_should_agree() -> None:
                            "float32, forward (4, 15) float32"), size
 
 
-@pytest.mark.parametrize(("target", "headline"), [
-    ("dtype_state_float32.py:Layer", "with float64 inputs and layer, forward state 'running_absmax' is float32"),
-    ("dtype_float64_overflow.py:SoftClamp", "with float64 inputs and layer, predict raised RuntimeError: value "
-                                            "cannot be converted to type float without overflow"),
+@pytest.mark.parametrize(("target", "layout", "check", "headline"), [
+    ("dtype_state_float32.py:Layer", "4,3,5:BCU", "dtype:float64",
+     "with float64 inputs and layer, forward state 'running_absmax' is float32"),
+    ("dtype_float64_overflow.py:SoftClamp", "4,6:BC", "dtype:float64",
+     "with float64 inputs and layer, predict raised RuntimeError: value cannot be converted to type float without "
+     "overflow"),
+    # the value after reset_state and the initial one, each named (not "got 3, expected 0")
+    ("reset_state_forgets_buffer.py:Layer", "4,3,5:BCU", "reset_state",
+     "state 'count' after reset_state vs its initial value: state 'count' differs at index (): after reset_state 3, "
+     "initially 0"),
+    ("finite_zero_running_var.py:Layer", "4,3,5:BCU", "finite",
+     "predict output 0 has 60 non-finite value(s) of 60, the first at index (0, 0, 0): "),
 ])
-def test_a_dtype_failure_says_which_tensor_and_ends_with_the_fix(target: str, headline: str) -> None:
-    message = failure(f"tests/zoo/{target}", "--layout", "4,3,5:BCU", check="dtype:float64",
-                      variant="float64")["message"]
+def test_a_failure_leads_with_what_and_which_tensor_and_ends_with_the_fix(target: str, layout: str, check: str,
+                                                                          headline: str) -> None:
+    check_id, _, variant = check.partition(":")
+    message = failure(f"tests/zoo/{target}", "--layout", layout, check=check, variant=variant)["message"]
     assert message.startswith(headline), message
-    ends_with_the_fix(message, "dtype")
-
-
-def test_state_reset_names_the_value_after_reset_and_the_initial_one() -> None:
-    message = failure("tests/zoo/reset_state_forgets_buffer.py:Layer", "--layout", "4,3,5:BCU",
-                      check="reset_state")["message"]
-    assert message.startswith("state 'count' after reset_state vs its initial value: state 'count' differs at index "
-                              "(): after reset_state 3, initially 0"), message
-    ends_with_the_fix(message, "reset_state")
+    ends_with_the_fix(message, check_id)
 
 
 def test_a_backward_that_writes_into_grad_output_is_named_and_given_its_own_fix() -> None:
@@ -137,14 +138,6 @@ def test_a_backward_that_is_not_linear_in_grad_output_names_both_sides() -> None
     assert ", the same combination of the gradients for w1 and w2 " in message
     assert message.endswith("Fix: use it only as a factor: grad_input = grad_output * dy/dx (more: layercheck "
                             "checks grad_output).")
-
-
-def test_a_non_finite_output_says_where_and_ends_with_the_fix() -> None:
-    message = failure("tests/zoo/finite_zero_running_var.py:Layer", "--layout", "4,3,5:BCU",
-                      check="finite")["message"]
-    assert message.startswith("predict output 0 has 60 non-finite value(s) of 60, the first at index (0, 0, 0): "), \
-        message
-    ends_with_the_fix(message, "finite")
 
 
 def test_the_terminal_shows_the_whole_message_with_the_fix() -> None:
