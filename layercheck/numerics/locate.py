@@ -72,8 +72,9 @@ class Finding:
     def describe(self, *, brief: bool = False,
                  sides: tuple[str, str] = ("the gradient", "finite differences of the forward")) -> str:
         text = f"{self.name}: "
-        if self.pattern:
-            text += f"{self.pattern}; "
+        if self.pattern:  # said of the derivative judged (the double backward's, for gradgrad)
+            text += f"{sides[0]}{self.pattern.removeprefix('the gradient')}; " if self.pattern.startswith(
+                "the gradient ") else f"{self.pattern}; "
         text += self.verdict.summary(sides)
         if self.regions:
             text += "; disagreement confined to " + ", ".join(self.regions)

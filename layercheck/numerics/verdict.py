@@ -74,10 +74,12 @@ class Verdict:
         worst = self.worst
         analytic, numeric = distinct(worst.analytic, worst.numeric)
         error = worst.relative_error
-        size = (f"a difference of {error:.2g} × the size of {sides[0]}" if math.isfinite(error)
-                else f"{sides[0]} is zero along every direction and the differences are not")
-        return (f"along a random direction {sides[0]} gives {analytic}, {sides[1]} {numeric}: {size}, "
-                f"{'within' if self.passed else 'over'} the tolerance {self.tolerance:g}")
+        if not math.isfinite(error):
+            return (f"along a random direction {sides[0]} gives {analytic}, {sides[1]} {numeric}: {sides[0]} is zero "
+                    "along every direction and the differences are not")
+        return (f"along a random direction {sides[0]} gives {analytic}, {sides[1]} {numeric}: a difference of "
+                f"{error:.2g} × the size of {sides[0]}, {'within' if self.passed else 'over'} the tolerance "
+                f"{self.tolerance:g}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
