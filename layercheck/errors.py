@@ -99,8 +99,8 @@ def layer_failure(exc: LayerRaised, what: str = "", *, hint: str = "", blocking:
     with the phase and the layer's own traceback in the details."""
     prefix = f"{what}, " if what else ""
     if not hint and exc.device == "cpu" and _NEEDS_GPU.search(str(exc.exc)):
-        hint = (". The layer seems to run only on a GPU: layercheck runs it on the CPU unless told otherwise. Fix: check "
-                "it there with --on cuda (a spec's on: cuda)")
+        hint = (". The layer seems to run only on a GPU: layercheck runs it on the CPU unless told otherwise. Fix: "
+                "check it there with --on cuda (a spec's on: cuda)")
         if "triton" in str(exc.exc).lower():
             hint += ", or, where its Triton kernels take CPU tensors, under Triton's interpreter with --interpret"
     shown = str(exc).rstrip(".") if hint[:1] in (";", ":", ",") else str(exc)  # no ".;" where the hint follows
