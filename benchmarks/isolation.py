@@ -82,8 +82,10 @@ def main() -> None:
     one = [load_spec(prelu)]
     many = one * args.targets
     options = runner.Options()
-    isolated: Callable[[list[TargetSpec]], object] = lambda specs: isolation.run(specs, options)  # noqa: E731
-    in_process: Callable[[list[TargetSpec]], object] = lambda specs: runner.run(specs, options)  # noqa: E731
+    isolated: Callable[[list[TargetSpec]], object] = lambda specs: isolation.run(  # noqa: E731
+        [runner.TargetPlan.of(spec, options) for spec in specs], options)
+    in_process: Callable[[list[TargetSpec]], object] = lambda specs: runner.run(  # noqa: E731
+        [runner.TargetPlan.of(spec, options) for spec in specs], options)
     in_process(one)
     isolated(one)  # the fork server starts, and this process pays its one-time costs
     rows: dict[str, list[float]] = {}

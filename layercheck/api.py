@@ -20,11 +20,12 @@ from layercheck import limits, runner
 from layercheck._version import __version__
 from layercheck.errors import LoadError, UsageError
 from layercheck.inputs import InputSpec, looks_like_input, parse_input
-from layercheck.invocation import Invocation, class_reference
+from layercheck.invocation import class_reference
 from layercheck.layout import Layout
+from layercheck.plan import TargetPlan
 from layercheck.reporting.details import label
 from layercheck.result import Report, Status
-from layercheck.spec import parse_device, parse_tolerance
+from layercheck.spec import TargetSpec, parse_device, parse_tolerance
 from layercheck.subject import Target, display_name, kind_of
 
 
@@ -73,9 +74,10 @@ def check_layer(
     runner.check_devices(options.devices)
     if options.on is not None:
         runner.check_devices([options.on], "on=")
-    target = _target(layer, layouts, options=options, args=args, kwargs=kwargs, call_kwargs=call_kwargs, name=name)
-    plan = runner.plan_for(None, options)
-    run = runner.run_target(target, plan, options=options, tolerances=runner.tolerances_of(None, options))
+    target, plan = _target(layer, layouts, options=options, args=args, kwargs=kwargs, call_kwargs=call_kwargs,
+                           name=name)
+    resolved = runner.checks_of(plan)
+    run = runner.run_target(target, resolved.planned, options=options, tolerances=resolved.tolerances)
     return Report(runs=[run], environment=runner.environment(), version=__version__,
                   seconds=time.perf_counter() - start)
 
@@ -114,7 +116,8 @@ def failure_message(report: Report) -> str:
 
 def _target(layer: nn.Module | type, layouts: Sequence[Layout | InputSpec | str], *, options: runner.Options,
             args: Sequence[Any], kwargs: Mapping[str, Any] | None, call_kwargs: Mapping[str, Any] | None,
-            name: str | None) -> Target:
+            name: str | None) -> tuple[Target, TargetPlan]:
+    """The layer's target and its plan, as the command line would resolve them."""
     seed = options.seed
     if isinstance(layer, nn.Module):
         if args or kwargs:
@@ -142,12 +145,12 @@ def _target(layer: nn.Module | type, layouts: Sequence[Layout | InputSpec | str]
     name = name or display_name(cls)
     # An instance exists only in this process: its failures are reproduced in Python.
     reference = None if isinstance(layer, nn.Module) else class_reference(getattr(cls, "_init_fn", cls))
-    invocation = Invocation(reference, layouts=tuple(parsed), args=tuple(args), kwargs=dict(kwargs or {}),
-                            seed=seed, tolerance=dict(options.tolerance), devices=options.devices,
-                            enable=options.enable, constants=constants, on=options.on, strict=options.strict)
+    # as the command line would name it; the layer itself is given, never imported from this reference
+    spec = TargetSpec(layer=reference or name, inputs=tuple(parsed), args=tuple(args), kwargs=dict(kwargs or {}),
+                      constants=constants)
+    plan = TargetPlan.of(spec, options, name=name, reference=reference)
     try:
-        return Target(layer, parsed, args=tuple(args), kwargs=dict(kwargs or {}), seed=seed, name=name,
-                      invocation=invocation, constants=constants, on=options.on)
+        return runner.target_of(layer, plan), plan
     except LoadError as exc:
         raise UsageError(str(exc)) from None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib.metadata
 import json
@@ -12,7 +13,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 import yaml
@@ -42,6 +43,9 @@ from layercheck.spec import (
     parse_device,
     parse_tolerance,
 )
+
+if TYPE_CHECKING:
+    from layercheck.plan import Options, TargetPlan
 
 # click's exceptions, as the typer installed has them (typer 0.29 carries its own click): found
 # from the public typer.BadParameter's ancestors rather than imported from either.
@@ -195,7 +199,7 @@ def run(
         listing.check_selectors(tuple(selectors or ()), option)
     for path, _ in files:
         check_destination(path)
-    from layercheck.plan import Options
+    from layercheck.plan import Options, TargetPlan
 
     options = Options(
         seed=seed,
@@ -212,11 +216,15 @@ def run(
         interpret=interpret,
         started=_started,
     )
-    _check_interpreter(specs, options)
-    _validate(specs, options, in_process=no_isolate)
+    plans = [TargetPlan.of(spec, options) for spec in specs]  # what each target is checked with, once
+    _check_interpreter(plans, options)
+    for spec in specs:
+        for key, spec_selectors in (("skip", spec.skip), ("enable", spec.enable)):
+            listing.check_selectors(spec_selectors, f"{spec.name}: checks: {key}:")
+    _validate(plans, options, in_process=no_isolate)
     if part is not None:
-        everything, specs = len(specs), part.select(specs)
-        if not specs:
+        everything, plans = len(plans), part.select(plans)
+        if not plans:
             _stderr().print(f"shard {part} holds none of the {everything} target{'s' * (everything != 1)}: nothing checked", markup=False)
     out = Console(highlight=False, soft_wrap=False)
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
@@ -224,11 +232,11 @@ def run(
             from layercheck import runner
 
             with contextlib.redirect_stdout(sys.stderr):  # what a layer prints never mixes with the report
-                report = runner.run(specs, options, progress=progress)  # type: ignore[arg-type]
+                report = runner.run(plans, options, progress=progress)  # type: ignore[arg-type]
         else:
             from layercheck import isolation  # the workers import torch; this process does not
 
-            report = isolation.run(specs, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
+            report = isolation.run(plans, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
     _emit(report, fmt, files, out, quiet=quiet, verbose=verbose)
     if report.interrupted:
         _stderr().print(f"layercheck: interrupted: the report holds the {len(report.runs)} target(s) checked so far", markup=False)
@@ -377,40 +385,37 @@ def reflow(doc: str) -> str:
     return "\n\n".join(paragraphs)
 
 
-def _check_interpreter(specs: list[TargetSpec], options: Any) -> None:
+def _check_interpreter(plans: list[TargetPlan], options: Options) -> None:
     """Triton's interpreter asked for (--interpret, a spec's interpret: true) needs Triton
     installed: a usage error otherwise, found without importing it."""
     import importlib.util
 
-    for spec in specs:
-        if (options.interpret or spec.interpret) and importlib.util.find_spec("triton") is None:
-            where = "--interpret" if options.interpret else f"{spec.name}: interpret: true"
+    for target in plans:
+        if target.interpret and importlib.util.find_spec("triton") is None:
+            where = "--interpret" if options.interpret else f"{target.name}: interpret: true"
             raise UsageError(f"{where}: Triton's interpreter needs Triton, which is not installed (pip install triton)")
 
 
-def _validate(specs: list[TargetSpec], options: Any, *, in_process: bool) -> None:
+def _validate(plans: list[TargetPlan], options: Options, *, in_process: bool) -> None:
     """Every check id, device and tolerance asked for must exist, before anything runs. The
     check ids are read from the catalogue's source (no torch); devices and tolerances need
     torch and the checks (the runner), imported here only when some are given."""
-    for spec in specs:
-        for key, selectors in (("skip", spec.skip), ("enable", spec.enable)):
-            listing.check_selectors(selectors, f"{spec.name}: checks: {key}:")
-    if not (in_process or options.devices or options.on is not None or options.tolerance
-            or any(spec.on is not None or spec.tolerance for spec in specs)):
+    if not (in_process or options.devices or options.on is not None
+            or any(target.on is not None or target.tolerances for target in plans)):
         return
     from layercheck import runner
 
     runner.check_devices(options.devices)
     if options.on is not None:
         runner.check_devices([options.on], "--on")
-    runner.plan_for(None, options)
-    for spec in specs:
+    runner.check_options(options)
+    for target in plans:
         try:
-            runner.plan_for(spec, options)
+            runner.checks_of(target)
         except UsageError as exc:
-            raise UsageError(f"{spec.name}: checks: {exc}") from None
-        if options.on is None and spec.on is not None:
-            runner.check_devices([spec.on], f"{spec.name}: on:")
+            raise UsageError(f"{target.name}: checks: {exc}") from None
+        if options.on is None and target.on is not None:
+            runner.check_devices([target.on], f"{target.name}: on:")
 
 
 def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dict[str, Any], args: list[Any],
@@ -482,6 +487,7 @@ def _destinations(name: str | None, outputs: list[Path]) -> tuple[str, list[tupl
 
 def _emit(report: Report, fmt: str, files: list[tuple[Path, str]], out: Console, *, quiet: bool,
           verbose: bool) -> None:
+    report = _with_reporters(report, [fmt, *(file_fmt for _, file_fmt in files)])
     for path, file_fmt in files:
         write_atomically(path, reporters.render(report, file_fmt))
     if fmt == "table":
@@ -490,6 +496,16 @@ def _emit(report: Report, fmt: str, files: list[tuple[Path, str]], out: Console,
         sys.stdout.write(reporters.render(report, fmt))
     for path, _ in files:
         _stderr().print(f"report written to {path}", markup=False)
+
+
+def _with_reporters(report: Report, formats: list[str]) -> Report:
+    """The report with the reporter plug-ins that write it (these ``formats``) beside the check
+    plug-ins in its environment's ``plugins``: a report says what made it."""
+    used = [plugin.to_dict() for plugin in reporters.plugins_of(formats)]
+    if not used:
+        return report
+    environment = {**report.environment, "plugins": [*report.environment.get("plugins", []), *used]}
+    return dataclasses.replace(report, environment=environment)
 
 
 def check_destination(path: Path) -> None:

@@ -43,10 +43,9 @@ from typing import Any
 from layercheck import plan
 from layercheck._version import __version__
 from layercheck.errors import UsageError
-from layercheck.plan import Options, Progress, Record
+from layercheck.plan import Options, Progress, Record, TargetPlan
 from layercheck.registry import selector
 from layercheck.result import CheckResult, Report, RunReport, Status, label
-from layercheck.spec import TargetSpec
 from layercheck.workers import Worker, context
 
 # How much of a worker's output an error run quotes (a check's result keeps more, in its details).
@@ -60,19 +59,19 @@ def grace(limit: float) -> float:
     return min(max(2.0, 0.1 * limit), 30.0)
 
 
-def run(specs: Sequence[TargetSpec], options: Options, *, jobs: int = 1,
+def run(plans: Sequence[TargetPlan], options: Options, *, jobs: int = 1,
         progress: Progress | None = None) -> Report:
-    """Check every target in worker processes, ``jobs`` at a time; same report as
+    """Check every target in worker processes, each given its plan as resolved here, ``jobs`` at a time; same report as
     :func:`layercheck.runner.run`. Raises UsageError when a layer named on the command line
     does not exist, or when a check plug-in fails to load."""
-    return _Run(specs, options, jobs=max(1, jobs), progress=progress).go()
+    return _Run(plans, options, jobs=max(1, jobs), progress=progress).go()
 
 
 @dataclass
 class _Target:
     """One target of the run, and what is known of it."""
 
-    spec: TargetSpec
+    plan: TargetPlan
     # check[variant] -> (key, time limit), and the plan's order: as the worker planned it
     limits: dict[str, tuple[tuple[str, str], float | None]] = field(default_factory=dict)
     order: list[tuple[str, str]] = field(default_factory=list)
@@ -101,15 +100,15 @@ class _Job:
 
 
 class _Run:
-    def __init__(self, specs: Sequence[TargetSpec], options: Options, *, jobs: int,
+    def __init__(self, plans: Sequence[TargetPlan], options: Options, *, jobs: int,
                  progress: Progress | None) -> None:
         self.options = options
         self.jobs = jobs
         self.progress = progress
-        self.targets = [_Target(spec) for spec in specs]
+        self.targets = [_Target(plan) for plan in plans]
         # Layers named on the command line are imported first: one that does not exist is a
         # usage error (exit 2), found before any target is checked.
-        self.queue: list[_Job] = [_Job("load", t) for t in self.targets if t.spec.source is None]
+        self.queue: list[_Job] = [_Job("load", t) for t in self.targets if t.plan.source is None]
         self.queue += [_Job("check", t) for t in self.targets]
         self.workers: dict[Worker, _Job | None] = {}
         self.context = context()
@@ -181,13 +180,13 @@ class _Run:
                 # for), and its line shows now, before the first worker has imported torch.
                 job.target.started = self.start if not self.started_workers else time.perf_counter()
                 if self.progress is not None:
-                    self.progress(job.target.spec.name, "starting", 0, 0)
+                    self.progress(job.target.plan.name, "starting", 0, 0)
             worker = self._idle_worker()
             if worker is None:
                 return
             self.queue.pop(0)
             record = job.target.record if job.target.record.results else None
-            if not worker.send((job.kind, job.target.spec, record)):
+            if not worker.send((job.kind, job.target.plan, record)):
                 self.queue.insert(0, job)
                 self._discard(worker)
                 continue
@@ -267,10 +266,10 @@ class _Run:
             if outcome == "missing":
                 raise UsageError(text)
             if outcome == "failed":
-                target.run = self._error_run(target.spec, self.options, text, seconds=self._seconds(target))
+                target.run = self._error_run(target, text, seconds=self._seconds(target))
             self.workers[worker] = None
         elif kind == "crash":
-            target.run = self._partial_run(target.spec, self.options, target.record, seconds=self._seconds(target),
+            target.run = self._partial_run(target, seconds=self._seconds(target),
                                             error=f"layercheck failed while checking this target:\n{message[1]}")
             self._retire(worker)
 
@@ -321,9 +320,9 @@ class _Run:
         if output:
             error += f"; it wrote:\n{_tail(output)}"
         if job.kind == "load" or not target.record.results:
-            target.run = self._error_run(target.spec, self.options, error, seconds=self._seconds(target))
+            target.run = self._error_run(target, error, seconds=self._seconds(target))
         else:
-            target.run = self._partial_run(target.spec, self.options, target.record, seconds=self._seconds(target),
+            target.run = self._partial_run(target, seconds=self._seconds(target),
                                             error=error)
 
     def _crashed_check(self, job: _Job, how: str, output: str) -> CheckResult:
@@ -339,7 +338,7 @@ class _Run:
                        "time-limit exception), so its worker process was killed and the remaining checks ran "
                        "in a fresh one")
         details: dict[str, Any] = {"output": output} if output else {}
-        details["reproduce"] = plan.invocation_of(job.target.spec, self.options).reproduce(selector(check, variant))
+        details["reproduce"] = job.target.plan.invocation.reproduce(selector(check, variant))
         return CheckResult(check, variant, Status.ERROR, time.monotonic() - job.since, message, details)
 
     def _stop(self, reason: str, *, unstarted: str | None) -> None:
@@ -358,28 +357,26 @@ class _Run:
                 target.record.results[job.key] = CheckResult(
                     job.key[0], job.key[1], Status.ERROR, time.monotonic() - job.since,
                     f"{reason} while running {job.doing}")
-                target.run = self._partial_run(target.spec, self.options, target.record,
-                                                seconds=self._seconds(target))
+                target.run = self._partial_run(target, seconds=self._seconds(target))
             else:
-                target.run = self._partial_run(target.spec, self.options, target.record,
-                                                seconds=self._seconds(target), error=f"{reason} {_while(job.doing)}")
+                target.run = self._partial_run(target, seconds=self._seconds(target),
+                                               error=f"{reason} {_while(job.doing)}")
         for target in self.targets:
             if target.run is not None:
                 continue
             if target.started is not None:  # a fresh worker was to go on with its remaining checks
-                target.run = self._partial_run(target.spec, self.options, target.record,
-                                                seconds=self._seconds(target),
+                target.run = self._partial_run(target, seconds=self._seconds(target),
                                                 error=f"{reason} before its remaining checks ran")
             elif unstarted is not None:
-                target.run = self._error_run(target.spec, self.options, unstarted)
+                target.run = self._error_run(target, unstarted)
 
-    def _partial_run(self, spec: TargetSpec, options: Options, record: Record, *, seconds: float,
-                     error: str | None = None) -> RunReport:
-        target = next(t for t in self.targets if t.spec is spec)
-        return plan.run_report(spec, options, record, target.order, seconds=seconds, error=error)
+    @staticmethod
+    def _partial_run(target: _Target, *, seconds: float, error: str | None = None) -> RunReport:
+        return plan.run_report(target.plan, target.record, target.order, seconds=seconds, error=error)
 
-    def _error_run(self, spec: TargetSpec, options: Options, error: str, *, seconds: float = 0.0) -> RunReport:
-        return plan.run_report(spec, options, Record(), (), seconds=seconds, error=error)
+    @staticmethod
+    def _error_run(target: _Target, error: str, *, seconds: float = 0.0) -> RunReport:
+        return plan.run_report(target.plan, Record(), (), seconds=seconds, error=error)
 
     def _environment(self) -> dict[str, Any]:
         """The workers' environment; where none started, what is known without torch."""

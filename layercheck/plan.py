@@ -1,5 +1,6 @@
 """What a run is asked to do and what is known of it, without torch: the command line's
-options, the record of a target's results, and the run report made from them.
+options, each target's plan (a spec and the options resolved into one value, :class:`TargetPlan`),
+the record of a target's results, and the run report made from them.
 
 The parent process of an isolated run (:mod:`layercheck.isolation`) works from this module
 alone, so that it never imports torch: its workers do, once each fork server.
@@ -10,9 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
+from layercheck.inputs import InputSpec
 from layercheck.invocation import Invocation
+from layercheck.layout import Layout
 from layercheck.limits import DEFAULT_TIMEOUT
 from layercheck.result import CheckResult, RunReport
 from layercheck.spec import TargetSpec
@@ -71,28 +76,74 @@ class Listener:
         """A check has its result (already in ``record``)."""
 
 
-def on_of(spec: TargetSpec | None, options: Options) -> str | None:
-    """The device a target is checked on: the command line's --on, else the spec's on:, else
-    None (the CPU)."""
-    return options.on if options.on is not None else (spec.on if spec is not None else None)
+@dataclass(frozen=True)
+class TargetPlan:
+    """What one target's spec and the command line's options resolve to, made once
+    (:meth:`of`) and handed as it is to the runner, a worker process, the pytest plugin and the
+    Python API: nothing downstream reads the spec or the options again for what is here.
 
+    The run-wide knobs (time limits, ``--strict``, ``--device``, the memory limit) stay in
+    :class:`Options`, which the engine takes beside the plan. Which checks the selection names
+    and what the tolerances mean is the catalogue's to say (it may hold plug-ins'), so the engine
+    turns ``only``/``skip``/``enable`` and ``tolerances`` into its checks in one place
+    (:func:`layercheck.runner.checks_of`)."""
 
-def seed_of(spec: TargetSpec, options: Options) -> int:
-    """The command line's seed, else the spec's, else 0."""
-    return options.seed if options.seed is not None else (spec.seed if spec.seed is not None else 0)
+    name: str  # how the report names the target: the spec file, else the layer reference
+    layer: str  # the layer reference (file.py:Class, module:Class), relative to base_dir
+    inputs: tuple[InputSpec, ...]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    constants: Mapping[str, Any] = field(default_factory=dict)  # plain keyword values of the call
+    base_dir: Path = field(default_factory=Path.cwd)
+    source: Path | None = None  # the spec file, when the target is one
+    seed: int = 0  # the command line's --seed, else the spec's seed:, else 0
+    on: str | None = None  # the command line's --on, else the spec's on:, else None (the CPU)
+    interpret: bool = False  # --interpret or the spec's interpret: true
+    only: tuple[str, ...] = ()  # --check
+    skip: tuple[str, ...] = ()  # --skip, then the spec's checks: skip:
+    enable: tuple[str, ...] = ()  # --enable, then the spec's checks: enable:
+    # the tolerance overrides, each source with where it was given, in the order they apply:
+    # the spec's tolerance:, then --tolerance on top
+    tolerances: tuple[tuple[str, Mapping[str, float]], ...] = ()
+    invocation: Invocation = field(default_factory=lambda: Invocation(None))  # for reproduce commands
 
+    @classmethod
+    def of(cls, spec: TargetSpec, options: Options, *, name: str | None = None,
+           reference: str | EllipsisType | None = ...) -> TargetPlan:
+        """The one place a spec and the command line's options meet. ``name``: the report's
+        name for the target (default: the spec's); ``reference``: how a reproduce command names
+        the layer, None where only Python can (an instance given to the Python API); default:
+        the spec file, else the spec's layer."""
+        seed = options.seed if options.seed is not None else (spec.seed if spec.seed is not None else 0)
+        on = options.on if options.on is not None else spec.on
+        interpret = options.interpret or spec.interpret
+        tolerance = dict(options.tolerance)
+        if spec.source is not None and reference is ...:
+            invocation = Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance,
+                                    devices=options.devices, enable=options.enable, on=options.on,
+                                    interpret=options.interpret,
+                                    strict=options.strict)  # a spec's own on: and interpret: are in the spec
+        else:
+            invocation = Invocation(spec.layer if reference is ... else reference, layouts=spec.inputs,
+                                    args=spec.args, kwargs=dict(spec.kwargs), seed=seed, tolerance=tolerance,
+                                    devices=options.devices, enable=options.enable, constants=spec.constants,
+                                    on=on, interpret=interpret, strict=options.strict)
+        sources = ((f"{spec.name}: tolerance", spec.tolerance),) if spec.tolerance else ()
+        return cls(name=name or spec.name, layer=spec.layer, inputs=spec.inputs, args=spec.args,
+                   kwargs=spec.kwargs, constants=spec.constants, base_dir=spec.base_dir, source=spec.source,
+                   seed=seed, on=on, interpret=interpret, only=options.only, skip=options.skip + spec.skip,
+                   enable=options.enable + spec.enable,
+                   tolerances=(*sources, *((("--tolerance", options.tolerance),) if options.tolerance else ())),
+                   invocation=invocation)
 
-def invocation_of(spec: TargetSpec, options: Options) -> Invocation:
-    """How the user named this target and what they gave beside it."""
-    seed, tolerance = seed_of(spec, options), dict(options.tolerance)
-    if spec.source is not None:
-        return Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance, devices=options.devices,
-                          enable=options.enable, on=options.on, interpret=options.interpret,
-                          strict=options.strict)  # a spec's own on: and interpret: are in the spec
-    return Invocation(spec.layer, layouts=spec.inputs, args=spec.args, kwargs=dict(spec.kwargs), seed=seed,
-                      tolerance=tolerance, devices=options.devices, enable=options.enable, constants=spec.constants,
-                      on=on_of(spec, options), interpret=options.interpret or spec.interpret,
-                      strict=options.strict)
+    @property
+    def layouts(self) -> tuple[Layout, ...]:
+        """The layout of every tensor input (positional, then keyword)."""
+        return tuple(spec.layout for spec in self.inputs)
+
+    def input_dicts(self) -> list[dict[str, Any]]:
+        """The inputs as the report lists them."""
+        return [spec.to_dict() for spec in self.inputs]
 
 
 def timeout_message(limit: float, label_: str) -> str:
@@ -109,13 +160,13 @@ def limit(own: float | None, options: Options) -> float | None:
     return value if value and value > 0 else None
 
 
-def run_report(spec: TargetSpec, options: Options, record: Record, order: Sequence[tuple[str, str]], *,
+def run_report(target: TargetPlan, record: Record, order: Sequence[tuple[str, str]], *,
                seconds: float, error: str | None = None) -> RunReport:
     """The run report of a target from what is known of it: the results ``record`` holds, in
     ``order`` (the plan's; a result it does not name follows), and why the rest is missing
     when it could not be checked to the end."""
     keys = [*order, *(key for key in record.results if key not in order)]
-    return RunReport(target=spec.name, kind=record.kind, inputs=spec.input_dicts(),
-                     seed=seed_of(spec, options), seconds=seconds,
+    return RunReport(target=target.name, kind=record.kind, inputs=target.input_dicts(),
+                     seed=target.seed, seconds=seconds,
                      results=[record.results[key] for key in keys if key in record.results], error=error,
                      custom_backward=record.facts.get("custom_backward"), location=record.facts.get("location"))

@@ -50,10 +50,21 @@ class Plugin:
     def describe(self) -> str:
         return f"{self.kind} plug-in {self.name!r} ({self.value}) from {self.package} {self.version}"
 
+    def to_dict(self) -> dict[str, str]:
+        """As a report's environment lists it."""
+        return {"name": self.name, "kind": self.kind, "package": self.package, "version": self.version}
+
 
 _found: dict[str, list[tuple[Plugin, EntryPoint]]] = {}
 _loaded: set[tuple[str, str]] = set()  # ("package", name) and ("group", name) imported
 _errors: dict[tuple[str, str], str] = {}  # (group, name) -> why it failed to load
+_current: Plugin | None = None  # the plug-in being imported now
+
+
+def loading() -> Plugin | None:
+    """The plug-in being imported now, None between: what registers itself meanwhile is its
+    (a reporter records where it came from, for the report)."""
+    return _current
 
 
 def find(group: str) -> list[Plugin]:
@@ -83,11 +94,15 @@ def load(package: str, group: str) -> None:
         _loaded.add(("package", package))
     if ("group", group) in _loaded:
         return
+    global _current
     for plugin, ep in _entries(group):
+        _current = plugin
         try:
             ep.load()
         except Exception as exc:
             _errors[(group, plugin.name)] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        finally:
+            _current = None
     _loaded.add(("group", group))
 
 

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from layercheck.plan import Options, TargetPlan
     from layercheck.registry import CheckInfo, Planned
     from layercheck.result import CheckResult
-    from layercheck.runner import TargetRun
-    from layercheck.spec import TargetSpec
+    from layercheck.runner import Checks, TargetRun
 
 DEFAULT_PATTERNS = ["layercheck_*.yaml", "layercheck_*.yml"]
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -91,7 +91,8 @@ class SpecFile(pytest.File):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.spec: TargetSpec | None = None
+        self.plan: TargetPlan | None = None  # the spec file and the session's options, resolved once
+        self.checks: Checks | None = None
         self.load_error: str | None = None  # the layer could not be imported: the file's one item says why
         self.target_run: TargetRun | None = None  # set while the file's items run (setup to teardown)
 
@@ -101,17 +102,18 @@ class SpecFile(pytest.File):
         from layercheck.result import label
         from layercheck.spec import load_spec
 
-        self.spec = load_spec(self.path)  # an invalid spec is a collection error naming file and key
-        plan = runner.plan_for(self.spec, runner.Options())
+        spec = load_spec(self.path)  # an invalid spec is a collection error naming file and key
+        self.plan = runner.TargetPlan.of(spec, self._options())
+        self.checks = runner.checks_of(self.plan)
         try:
-            runner.make_target(self.spec, runner.Options())
+            runner.make_target(self.plan)
         except LoadError as exc:
             # A layer that cannot be imported is this file's error, not the session's: one item,
             # so that the other spec files (and the rest of the suite) still run.
             self.load_error = str(exc)
             yield LoadItem.from_parent(self, name="load", reason=self.load_error)
             return
-        for planned in plan:
+        for planned in self.checks.planned:
             for variant in planned.variants:
                 name = label(planned.info.id, variant)
                 yield CheckItem.from_parent(self, name=name, planned=planned, variant=variant)
@@ -122,20 +124,24 @@ class SpecFile(pytest.File):
         from layercheck import runner
         from layercheck.errors import LoadError
 
-        assert self.spec is not None
+        assert self.plan is not None and self.checks is not None
         if self.load_error is not None:
             return  # its LoadItem reports it
-        options = runner.Options(strict=self.config.getoption("layercheck_strict"))
         try:
-            target = runner.make_target(self.spec, options)
+            target = runner.make_target(self.plan)
         except LoadError as exc:
             pytest.fail(f"the layer could not be loaded: {exc}", pytrace=False)
-        target_run = runner.TargetRun(target, runner.plan_for(self.spec, options), options=options,
-                                      tolerances=runner.tolerances_of(self.spec, options))
+        target_run = runner.TargetRun(target, self.checks.planned, options=self._options(),
+                                      tolerances=self.checks.tolerances)
         error = target_run.start()
         if error is not None:
             pytest.fail(f"the layer could not be checked: {error}", pytrace=False)
         self.target_run = target_run
+
+    def _options(self) -> Options:
+        from layercheck.plan import Options
+
+        return Options(strict=self.config.getoption("layercheck_strict"))
 
     def teardown(self) -> None:
         self.target_run = None  # the layer, its inputs and the shared runs go with it

@@ -53,17 +53,14 @@ from layercheck.plan import (  # re-exported: the runner's API
     Options,
     Progress,
     Record,
-    invocation_of,
+    TargetPlan,
     limit,
-    on_of,
     run_report,
-    seed_of,
     timeout_message,
     total_timeout,
 )
 from layercheck.registry import CheckInfo, Planned, resolve_tolerances, select, selector
 from layercheck.result import BLOCKED, NOT_APPLICABLE, NOT_JUDGED, CheckResult, Report, RunReport, Status, label
-from layercheck.spec import TargetSpec
 from layercheck.subject import Target
 from layercheck.tensors import Outputs
 
@@ -89,74 +86,91 @@ def check_devices(devices: Sequence[str], option: str = "--device") -> None:
 def environment() -> dict[str, Any]:
     """Where the checks ran: Python, torch, the devices, and the check plug-ins loaded."""
     return {"python": platform.python_version(), "torch": torch.__version__, "devices": ["cpu", *accelerators()],
-            "plugins": [{"name": p.name, "kind": p.kind, "package": p.package, "version": p.version}
-                        for p in plugins.loaded(plugins.CHECKS)]}
+            "plugins": [p.to_dict() for p in plugins.loaded(plugins.CHECKS)]}
 
 
-def make_target(spec: TargetSpec, options: Options) -> Target:
-    """Resolve the spec's layer class; raises LoadError when it cannot be imported."""
-    cls = resolve(spec.layer, base_dir=spec.base_dir)
-    return Target(cls, spec.inputs, args=spec.args, kwargs=dict(spec.kwargs), seed=seed_of(spec, options),
-                  name=spec.name, invocation=invocation_of(spec, options), constants=spec.constants,
-                  on=on_of(spec, options))
+def make_target(plan: TargetPlan) -> Target:
+    """Resolve the plan's layer class; raises LoadError when it cannot be imported."""
+    return target_of(resolve(plan.layer, base_dir=plan.base_dir), plan)
 
 
-def plan_for(spec: TargetSpec | None, options: Options) -> list[Planned]:
-    """The checks for one target: the command line's selection merged with the spec's.
-    Raises UsageError for an unknown check id or a tolerance no check declares."""
-    skip = options.skip + (spec.skip if spec else ())
-    enable = options.enable + (spec.enable if spec else ())
-    plan = select(only=options.only, skip=skip, enable=enable)
-    tolerances_of(spec, options)
-    return plan
+def target_of(layer: Any, plan: TargetPlan) -> Target:
+    """The target of ``plan`` with ``layer``: a class, or an instance given to the Python API."""
+    return Target(layer, plan.inputs, args=plan.args, kwargs=dict(plan.kwargs), seed=plan.seed, name=plan.name,
+                  invocation=plan.invocation, constants=plan.constants, on=plan.on)
 
 
-def tolerances_of(spec: TargetSpec | None, options: Options) -> dict[tuple[str, str], float]:
-    """The tolerance overrides for one target, ``{(check, dtype): value}``: the spec's, then
-    the command line's on top."""
-    resolved = resolve_tolerances(spec.tolerance, f"{spec.name}: tolerance") if spec else {}
-    resolved.update(resolve_tolerances(options.tolerance, "--tolerance"))
+@dataclass(frozen=True)
+class Checks:
+    """A plan's checks as the engine runs them: the planned checks and variants, in order, and
+    the tolerance overrides resolved, ``{(check, dtype): value}``."""
+
+    planned: tuple[Planned, ...]
+    tolerances: Mapping[tuple[str, str], float]
+
+
+def checks_of(plan: TargetPlan) -> Checks:
+    """The checks of one target: the selection the plan merged, and its tolerance overrides (the
+    spec's, then the command line's on top). Made once per target and carried (run_plan, the
+    pytest plugin's file, the Python API). Raises UsageError for an unknown check id, a
+    tolerance no check declares, or a check plug-in that failed to load."""
+    return Checks(tuple(select(only=plan.only, skip=plan.skip, enable=plan.enable)), _tolerances(plan.tolerances))
+
+
+def check_options(options: Options) -> None:
+    """The command line's own selection and tolerances, before any target's are merged in: a
+    UsageError names the option, not a target."""
+    select(only=options.only, skip=options.skip, enable=options.enable)
+    _tolerances((("--tolerance", options.tolerance),))
+
+
+def _tolerances(sources: Sequence[tuple[str, Mapping[str, float]]]) -> dict[tuple[str, str], float]:
+    """Tolerance overrides given in ``sources`` (where, ``CHECK.DTYPE`` -> value), each on top of those before."""
+    resolved: dict[tuple[str, str], float] = {}
+    for where, overrides in sources:
+        resolved.update(resolve_tolerances(overrides, where))
     return resolved
 
 
-def run_spec(spec: TargetSpec, options: Options, progress: Progress | None = None, *, record: Record | None = None,
+def run_plan(plan: TargetPlan, options: Options, progress: Progress | None = None, *, record: Record | None = None,
              listener: Listener | None = None, deadline: float | None = None) -> RunReport:
-    """Check one target described by a spec; a layer that cannot be loaded is an error run.
-    ``record``: what an earlier worker finished (its checks are not run again)."""
+    """Check one target; a layer that cannot be loaded is an error run. ``record``: what an
+    earlier worker finished (its checks are not run again)."""
     start = time.perf_counter()
-    plan = plan_for(spec, options)
+    checks = checks_of(plan)
     listener = listener or Listener()
-    listener.planned([((p.info.id, variant), limit_of(p.info, options)) for p in plan for variant in p.variants])
+    listener.planned([((p.info.id, variant), limit_of(p.info, options))
+                      for p in checks.planned for variant in p.variants])
     listener.phase("importing the layer")
     try:
-        target = load_target(spec, options)
+        target = load_target(plan, options)
     except LoadError as exc:
-        where = "layer: " if spec.source is not None else ""  # the spec file is the run's name already
-        return error_run(spec, options, f"{where}{exc}", seconds=time.perf_counter() - start)
-    return run_target(target, plan, options=options, tolerances=tolerances_of(spec, options), progress=progress,
+        where = "layer: " if plan.source is not None else ""  # the spec file is the run's name already
+        return error_run(plan, f"{where}{exc}", seconds=time.perf_counter() - start)
+    return run_target(target, checks.planned, options=options, tolerances=checks.tolerances, progress=progress,
                       record=record, listener=listener, deadline=deadline)
 
 
-def load_target(spec: TargetSpec, options: Options, *, announce: bool = True) -> Target:
-    """Import the spec's layer, under the time limit and with global settings put back;
+def load_target(plan: TargetPlan, options: Options, *, announce: bool = True) -> Target:
+    """Import the plan's layer, under the time limit and with global settings put back;
     raises LoadError (TargetNotFound when the file, module or class does not exist).
     Triton kernels are decorated for Triton's interpreter where asked or where there is no GPU
     (Note [triton interpreter]); ``announce``: say so on stderr when it was not asked for."""
-    asked = options.interpret or spec.interpret
+    asked = plan.interpret
     try:
         with _time_limit(options.timeout), contained(capture=options.contained, echo=True):
             interpreter = prepare_interpreter(asked)
             if interpreter is None:
-                return make_target(spec, options)
+                return make_target(plan)
             before = set(sys.modules)
-            target = make_target(spec, options)
+            target = make_target(plan)
             # the modules the import added, and those of the layer's classes (imported before: --no-isolate)
             modules = set(sys.modules) - before | {getattr(c, "__module__", "") for c in getattr(
                 target.cls, "__mro__", [target.cls])}
-            kernels = _KERNELS.setdefault(spec.name, interpreter.kernels_defined(modules))
+            kernels = _KERNELS.setdefault(plan.name, interpreter.kernels_defined(modules))
             if kernels and not asked and announce:
                 shown = ", ".join(name.rpartition(".")[2] for name in kernels[:4]) + (", ..." * (len(kernels) > 4))
-                print(f"{spec.name}: Triton kernels ({shown}) and no GPU here: they run under Triton's interpreter, "
+                print(f"{plan.name}: Triton kernels ({shown}) and no GPU here: they run under Triton's interpreter, "
                       "on CPU tensors (as with --interpret)", file=sys.stderr)
             return target
     except CheckTimeout:
@@ -188,21 +202,9 @@ def prepare_interpreter(asked: bool) -> Any:
     return triton_interpret if triton_interpret.wanted(asked) else None
 
 
-def error_run(spec: TargetSpec, options: Options, error: str, *, seconds: float = 0.0) -> RunReport:
+def error_run(plan: TargetPlan, error: str, *, seconds: float = 0.0) -> RunReport:
     """The run report of a target that could not be checked: why."""
-    return partial_run(spec, options, Record(), seconds=seconds, error=error)
-
-
-def partial_run(spec: TargetSpec, options: Options, record: Record, *, seconds: float,
-                error: str | None = None) -> RunReport:
-    """The run report of a target from what is known of it: the results ``record`` holds, in
-    the plan's order (and why the rest is missing, when it could not be checked to the end)."""
-    return run_report(spec, options, record, planned_keys(plan_for(spec, options)), seconds=seconds, error=error)
-
-
-def planned_keys(plan: Sequence[Planned]) -> list[tuple[str, str]]:
-    """Every (check, variant) of ``plan``, in its order."""
-    return [(planned.info.id, variant) for planned in plan for variant in planned.variants]
+    return run_report(plan, Record(), (), seconds=seconds, error=error)
 
 
 def ordered_results(plan: Sequence[Planned], results: Mapping[tuple[str, str], CheckResult]) -> list[CheckResult]:
@@ -226,7 +228,9 @@ class TargetRun:
         self.target = target
         self.plan = list(plan)
         self.options = options
-        self.tolerances = dict(tolerances) if tolerances is not None else tolerances_of(None, options)
+        if tolerances is None:  # a run made without a plan (tests): the options' own
+            tolerances = _tolerances((("--tolerance", options.tolerance),))
+        self.tolerances = dict(tolerances)
         self.shared: dict[Any, Any] = {}
         self.readers: dict[Any, frozenset[str]] = {}  # shared key -> the checks that read it
         self.record = record if record is not None else Record()
@@ -455,7 +459,7 @@ def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Op
     return session.report(time.perf_counter() - start)
 
 
-def run(specs: Sequence[TargetSpec], options: Options, progress: Progress | None = None) -> Report:
+def run(plans: Sequence[TargetPlan], options: Options, progress: Progress | None = None) -> Report:
     """Check every target in order, in this process; one that fails to load does not stop the
     others. The user's Ctrl-C stops the run: the report holds the targets that finished and
     says it was interrupted. ``--timeout-total`` is kept between checks (a check that hangs
@@ -465,13 +469,13 @@ def run(specs: Sequence[TargetSpec], options: Options, progress: Progress | None
     runs: list[RunReport] = []
     interrupted = False
     try:
-        for spec in specs:
+        for plan in plans:
             if deadline is not None and time.monotonic() >= deadline:
                 assert options.timeout_total is not None
-                runs.append(error_run(spec, options, f"not checked: {total_timeout(options.timeout_total)} "
-                                                     "before this target started"))
+                runs.append(error_run(plan, f"not checked: {total_timeout(options.timeout_total)} "
+                                            "before this target started"))
                 continue
-            runs.append(run_spec(spec, options, progress, deadline=deadline))
+            runs.append(run_plan(plan, options, progress, deadline=deadline))
     except KeyboardInterrupt:
         interrupted = True
     return Report(runs=runs, environment=environment(), version=__version__, seconds=time.perf_counter() - start,

@@ -25,8 +25,8 @@ from layercheck.containment import capture_into
 from layercheck.errors import LoadError, UsageError
 from layercheck.limits import limit_worker_memory
 from layercheck.loading import TargetNotFound
+from layercheck.plan import TargetPlan
 from layercheck.result import CheckResult, RunReport
-from layercheck.spec import TargetSpec
 
 registry.load_checks()  # in the fork server, once: every worker forked from it has them
 
@@ -47,12 +47,12 @@ def serve(conn: Connection, options: runner.Options, environ: dict[str, str], ca
             return
         if request is None:
             return
-        kind, spec, record = request
+        kind, plan, record = request  # the plan as the parent resolved it: not resolved again here
         try:
             if kind == "load":
-                _send(conn, ("loaded", _load(spec, options)))
+                _send(conn, ("loaded", _load(plan, options)))
                 continue
-            run = runner.run_spec(spec, options, progress=lambda *payload: _send(conn, ("start", payload)),
+            run = runner.run_plan(plan, options, progress=lambda *payload: _send(conn, ("start", payload)),
                                   record=record, listener=_Messages(conn))
             # A thread the layer started would go on running beside the next target.
             _send(conn, ("report", run, threading.active_count() == 1))
@@ -89,11 +89,11 @@ def _die_with_parent() -> None:
         pass
 
 
-def _load(spec: TargetSpec, options: runner.Options) -> tuple[str, str | None]:
+def _load(plan: TargetPlan, options: runner.Options) -> tuple[str, str | None]:
     """Import a layer named on the command line: ("missing", why) when it does not exist (a
     usage error), ("failed", the run's error) when it cannot be imported, ("loaded", None)."""
     try:
-        runner.load_target(spec, options, announce=False)  # the check that follows says what it needs to
+        runner.load_target(plan, options, announce=False)  # the check that follows says what it needs to
     except TargetNotFound as exc:
         return "missing", str(exc)
     except LoadError as exc:

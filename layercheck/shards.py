@@ -5,10 +5,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePath
+from pathlib import Path, PurePath
+from typing import Protocol, TypeVar
 
 from layercheck.errors import UsageError
-from layercheck.spec import TargetSpec
+
+
+class Named(Protocol):
+    """A target as a spec or a plan names it."""
+
+    @property
+    def source(self) -> Path | None: ...
+
+    @property
+    def layer(self) -> str: ...
+
+
+T = TypeVar("T", bound=Named)
 
 _SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
@@ -35,7 +48,7 @@ class Shard:
                              f"e.g. --shard 1/{max(count, 1)}")
         return cls(index, count)
 
-    def select(self, specs: Sequence[TargetSpec]) -> list[TargetSpec]:
+    def select(self, specs: Sequence[T]) -> list[T]:
         """This shard's targets, in the order given."""
         order = sorted(range(len(specs)), key=lambda i: _sort_key(specs[i]))
         mine = set(order[self.index - 1::self.count])
@@ -45,6 +58,6 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def _sort_key(spec: TargetSpec) -> str:
+def _sort_key(spec: Named) -> str:
     """The target's name with / as separator, so that Windows and POSIX runners sort alike."""
     return PurePath(spec.source).as_posix() if spec.source is not None else spec.layer

@@ -26,8 +26,9 @@ A worker:
   (faulthandler), which says where a layer hung or crashed;
 - runs under the memory limit (:func:`layercheck.limits.limit_worker_memory`).
 
-Messages, parent to worker: ``("check", spec, record)`` (check a target, ``record`` holding
-what an earlier worker finished), ``("load", spec, None)`` (only import the layer), ``None``
+Messages, parent to worker: ``("check", plan, record)`` (check a target, its
+:class:`~layercheck.plan.TargetPlan` as the parent resolved it, ``record`` holding what an
+earlier worker finished), ``("load", plan, None)`` (only import the layer), ``None``
 (exit). Worker to parent: ``("phase", text)``, ``("start", (target, label, index, total))``,
 ``("done", key, result, blocked, facts, kind)``, ``("report", run, healthy)``,
 ``("loaded", outcome)``, ``("crash", traceback)``.

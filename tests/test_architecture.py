@@ -115,3 +115,53 @@ def test_imports_are_read_from_every_place_an_import_can_be(tmp_path: Path, monk
                       "def f():\n    from layercheck import runner\n    from . import errors\n")
     monkeypatch.setitem(MODULES, "layercheck.fake", module)
     assert imports_of("layercheck.fake") == {"layercheck.result", "layercheck.runner", "layercheck.errors"}
+
+
+def _functions(name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    tree = ast.parse(MODULES[name].read_text())
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _annotation(arg: ast.arg) -> str:
+    return ast.unparse(arg.annotation) if arg.annotation is not None else ""
+
+
+def test_a_spec_and_the_options_meet_only_in_the_plan() -> None:
+    """One resolved plan: only ``plan.TargetPlan.of`` takes a spec beside the command line's
+    options; everything after it (the CLI's checks, the runner, the workers, the pytest plugin,
+    the Python API) is handed the TargetPlan, never a (spec, options) pair to resolve again."""
+    pairs = []
+    for name in MODULES:
+        for function in _functions(name):
+            args = [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]
+            kinds = {_annotation(a).rpartition(".")[2] for a in args}
+            if "TargetSpec" in kinds and "Options" in kinds:
+                pairs.append(f"{name}.{function.name}")
+    assert pairs == ["layercheck.plan.of"]
+
+
+def test_the_catalogue_resolves_a_plan_in_one_place() -> None:
+    """The selection and the tolerance overrides become the engine's checks in runner.py's
+    ``checks_of`` (and what it calls), nowhere else."""
+    callers = set()
+    for name in MODULES:
+        if name == "layercheck.registry":
+            continue
+        for function in _functions(name):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call):
+                    called = ast.unparse(node.func).removeprefix("registry.")
+                    if called in ("select", "resolve_tolerances"):  # the registry's (not Shard.select)
+                        callers.add(f"{name}.{function.name}")
+    assert callers <= {"layercheck.runner.checks_of", "layercheck.runner.check_options",
+                       "layercheck.runner._tolerances"}, callers
+
+
+def test_the_engine_and_the_workers_take_the_resolved_plan() -> None:
+    wanted = {("layercheck.runner", "run"): "plans", ("layercheck.runner", "run_plan"): "plan",
+              ("layercheck.runner", "load_target"): "plan", ("layercheck.runner", "make_target"): "plan",
+              ("layercheck.isolation", "run"): "plans", ("layercheck.serve", "_load"): "plan"}
+    for (module, function_name), parameter in wanted.items():
+        (function,) = [f for f in _functions(module) if f.name == function_name and f.col_offset == 0]
+        (arg,) = [a for a in function.args.args if a.arg == parameter]
+        assert "TargetPlan" in _annotation(arg), (module, function_name, _annotation(arg))

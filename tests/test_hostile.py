@@ -94,7 +94,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def good_verdict(folder: Path) -> list[tuple[str, str, str]]:
     """The good target's verdict as a run in this process gives it."""
-    report = runner.run([load_spec(folder / "good.yaml")], runner.Options())
+    report = runner.run([runner.TargetPlan.of(load_spec(folder / "good.yaml"), runner.Options())], runner.Options())
     assert report.passed
     return verdict(report.to_dict()["runs"][0])
 
@@ -249,7 +249,8 @@ def test_ctrl_c_before_the_run_reads_what_its_worker_sent_reports_the_check_in_p
         raise KeyboardInterrupt
 
     monkeypatch.setattr(isolation, "wait", wait_then_ctrl_c)
-    report = isolation.run([load_spec(hangs)], runner.Options(timeout=100))
+    options = runner.Options(timeout=100)
+    report = isolation.run([runner.TargetPlan.of(load_spec(hangs), options)], options)
     assert report.interrupted
     (run,) = report.to_dict()["runs"]
     statuses = {r["check"]: r["status"] for r in run["results"]}

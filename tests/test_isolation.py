@@ -350,9 +350,32 @@ def test_every_zoo_layer_gets_the_same_verdict_in_a_worker() -> None:
                                 args=tuple(getattr(module, "ARGS", ())), kwargs=dict(getattr(module, "KWARGS", {})),
                                 enable=tuple(getattr(module, "ENABLE", ())), skip=tuple(getattr(module, "SKIP", ())),
                                 base_dir=ZOO))
-    report = isolation.run(specs, runner.Options(seed=0))
+    options = runner.Options(seed=0)
+    report = isolation.run([runner.TargetPlan.of(spec, options) for spec in specs], options)
     for name, run in zip(names, report.runs):
         assert run.error is None, (name, run.error)
         here = run_zoo(name)
         assert [(r.check, r.variant, r.status) for r in run.results] == \
                [(r.check, r.variant, r.status) for r in here.results], name
+
+
+def test_a_worker_checks_the_plan_its_parent_resolved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent resolves each target once (plan.TargetPlan) and hands that value to its worker,
+    which checks it as given: it does not read the spec and the options again."""
+    import dataclasses
+
+    from layercheck import isolation, runner, workers
+    from layercheck.plan import TargetPlan
+    from layercheck.spec import load_spec
+
+    sent: list[Any] = []
+    send = workers.Worker.send
+    monkeypatch.setattr(workers.Worker, "send", lambda self, message: (sent.append(message), send(self, message))[1])
+    spec = load_spec(write_spec(tmp_path, "prelu.yaml", str(ROOT / "layers/prelu.py"), "4,3:BC"))
+    options = runner.Options(only=("predict_runs",))
+    plan = dataclasses.replace(TargetPlan.of(spec, options), seed=7, only=("predict_runs", "forward_runs"))
+    report = isolation.run([plan], options)
+    assert [request[1] for request in sent if request is not None] == [plan]
+    (run,) = report.runs
+    assert run.seed == 7 and "forward_runs" in {r.check for r in run.results}  # the plan's, not the options'
+    assert "gradients" not in {r.check for r in run.results}

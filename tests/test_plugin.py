@@ -18,6 +18,12 @@ from conftest import ROOT
 
 pytest_plugins = ["pytester"]
 
+if importlib.util.find_spec("triton") is not None:
+    # pytester's in-process runs drop the modules each run imports; the plugin imports Triton (a
+    # layer's kernels may run under its interpreter), and Triton's extension aborts the process
+    # when imported a second time. Imported here, it stays for every run.
+    import triton  # noqa: F401
+
 PRELU = f"{ROOT / 'layers' / 'prelu.py'}:PReLU"
 
 BROKEN = '''
@@ -82,8 +88,8 @@ def spec_text(layer: str, layout: str = "4,3,5:BCU") -> str:
 
 
 def planned_names(path: Path) -> list[str]:
-    plan = runner.plan_for(load_spec(path), runner.Options())
-    return [f"{p.info.id}[{v}]" if v else p.info.id for p in plan for v in p.variants]
+    checks = runner.checks_of(runner.TargetPlan.of(load_spec(path), runner.Options()))
+    return [f"{p.info.id}[{v}]" if v else p.info.id for p in checks.planned for v in p.variants]
 
 
 def calls(folder: Path) -> list[str]:
@@ -115,7 +121,7 @@ def junit_outcomes(path: Path) -> dict[str, str]:
 
 def cli_verdicts(path: Path) -> dict[str, str]:
     """What `layercheck run` says of each check of the spec: the plugin must say the same."""
-    run = runner.run_spec(load_spec(path), runner.Options())
+    run = runner.run_plan(runner.TargetPlan.of(load_spec(path), runner.Options()), runner.Options())
     return {f"{r.check}[{r.variant}]" if r.variant else r.check: r.status.value for r in run.results}
 
 

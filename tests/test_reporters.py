@@ -229,6 +229,42 @@ def test_help_and_errors_list_third_party_formats(plugin: Path) -> None:
                            "(formats: table, json, junit, markdown, html, github, shout, whisper)\n")
 
 
+def test_the_json_report_records_the_reporter_plugins_that_wrote_the_run(
+        scratch_registry: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reporter plug-in found through a (fake) entry point and used for one of the run's
+    outputs is listed, with its package and version, beside the check plug-ins in the JSON
+    report's environment; one installed but not used is not."""
+    from importlib.metadata import EntryPoint
+
+    from layercheck import plugins
+
+    (tmp_path / "layercheck_count.py").write_text(
+        "from layercheck import reporter\n\n\n@reporter('count', title='how many results', suffix='.count')\n"
+        "def render(report):\n    return f'{len(report.results)} result(s)\\n'\n")
+    (tmp_path / "layercheck_quiet.py").write_text(
+        "from layercheck import reporter\n\n\n@reporter('quiet', title='nothing')\ndef render(report):\n"
+        "    return ''\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = [(plugins.Plugin(name, "reporter", f"layercheck_{name}", f"layercheck-{name}", "0.3"),
+              EntryPoint(name, f"layercheck_{name}", plugins.REPORTERS)) for name in ("count", "quiet")]
+    monkeypatch.setattr(plugins, "_found", {**plugins._found, plugins.REPORTERS: found})
+    monkeypatch.setattr(plugins, "_loaded", plugins._loaded - {("group", plugins.REPORTERS)})
+    registry.load_reporters()
+
+    report = tmp_path / "r.json"
+    result = cli.invoke(app, ["run", *SMALL, "--format", "count", "--output", str(report),
+                              "--output", str(tmp_path / "r.md")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "1 result(s)\n"
+    listed = json.loads(report.read_text())["environment"]["plugins"]
+    assert [p for p in listed if p["kind"] == "reporter"] == [
+        {"name": "count", "kind": "reporter", "package": "layercheck-count", "version": "0.3"}]
+    assert load(report.read_text()).environment["plugins"] == listed  # read back as written
+
+    result = cli.invoke(app, ["run", *SMALL, "--output", str(report)])  # built-in formats only
+    assert result.exit_code == 0 and json.loads(report.read_text())["environment"]["plugins"] == []
+
+
 def test_the_readme_example_reporter_works(scratch_registry: None, tmp_path: Path) -> None:
     text = (ROOT / "docs" / "howto" / "extending.md").read_text()
     section = text.split("Report formats are plug-ins too.")[1]

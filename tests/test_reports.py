@@ -70,7 +70,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
         write_spec(folder, "missing.yaml", "nowhere.py:Layer", "4,3:BC"),
     ]
     options = runner.Options(only=CHECKS, timeout=0.5)
-    return runner.run([load_spec(path) for path in specs], options)
+    return runner.run([runner.TargetPlan.of(load_spec(path), options) for path in specs], options)
 
 
 def by_name(report: Report, suffix: str):

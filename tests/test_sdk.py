@@ -273,10 +273,35 @@ def test_a_check_that_reads_a_shared_run_it_did_not_declare_is_an_error_not_a_ve
 
 
 def test_the_sdk_is_the_one_import_of_every_built_in_check() -> None:
+    """A built-in check takes what it shares with others from layercheck.sdk (the stable names)
+    and layercheck._sdk_internal (the rest), never an internal name from layercheck.sdk."""
+    from layercheck import sdk
+
     for path in sorted((ROOT / "layercheck" / "checks").glob("*.py")):
         text = textwrap.dedent(path.read_text())
         private = re.findall(r"^from layercheck\.(runner|runs|compare|context|errors)\b", text, re.M)
         assert not private, f"{path.name} imports layercheck.{private[0]} instead of layercheck.sdk"
+    for path in sorted((ROOT / "layercheck").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "layercheck.sdk":
+                unstable = {alias.name for alias in node.names} - sdk.STABLE
+                assert not unstable, f"{path.name} imports {', '.join(sorted(unstable))} from layercheck.sdk"
+
+
+def test_the_sdk_exports_the_stable_names_and_hands_out_the_internal_ones_with_a_warning() -> None:
+    from layercheck import _sdk_internal, sdk
+
+    assert set(sdk.__all__) == sdk.STABLE and not set(_sdk_internal.__all__) & sdk.STABLE
+    namespace: dict = {}
+    exec("from layercheck.sdk import *", namespace)
+    assert set(namespace) - {"__builtins__"} == sdk.STABLE
+    # a plug-in written against what layercheck.sdk exported before keeps working for a release, warned
+    with pytest.warns(DeprecationWarning, match=r"^layercheck\.sdk\.ratio is internal, not part of the stable SDK "
+                                                 r".* It lives in layercheck\._sdk_internal"):
+        exec("from layercheck.sdk import ratio", namespace)
+    assert namespace["ratio"] is _sdk_internal.ratio
+    with pytest.raises(ImportError, match="nosuch"):
+        exec("from layercheck.sdk import nosuch", namespace)
 
 
 def _checks_imported(path: Path) -> set[str]:
@@ -306,7 +331,7 @@ def test_no_built_in_check_imports_another() -> None:
 def test_the_stable_sdk_is_listed_in_the_docs_and_every_documented_example_keeps_to_it(root: Path) -> None:
     from layercheck import sdk
 
-    assert set(sdk.__all__) >= sdk.STABLE
+    assert set(sdk.__all__) == sdk.STABLE
     text = (root / "docs" / "howto" / "extending.md").read_text()
     table = text.split("<!-- sdk-stable:", 1)[1].split("\n\n", 1)[0]
     assert set(re.findall(r"`([A-Za-z_]+)`", table.split("\n", 1)[1])) == sdk.STABLE

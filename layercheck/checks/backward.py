@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from layercheck._sdk_internal import cotangents, custom_functions, failing, path_allowance, path_tolerances, user_trace
 from layercheck.calling import backpropagate
 from layercheck.sdk import (
     EXACT,
@@ -27,16 +28,10 @@ from layercheck.sdk import (
     Subject,
     assert_close,
     check,
-    cotangents,
-    custom_functions,
-    failing,
     largest,
     mismatch,
-    path_allowance,
-    path_tolerances,
     reference_forward,
     seeded,
-    user_trace,
 )
 from layercheck.tensors import backward_nodes
 

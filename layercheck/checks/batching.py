@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from layercheck._sdk_internal import describe_shapes, failing, path_allowance, path_tolerances, predict_is_random
 from layercheck.sdk import (
     PREDICT,
     CheckFailed,
@@ -15,13 +16,8 @@ from layercheck.sdk import (
     Subject,
     assert_close,
     check,
-    describe_shapes,
-    failing,
     layer_failure,
     needs_batch,
-    path_allowance,
-    path_tolerances,
-    predict_is_random,
     predict_run,
 )
 from layercheck.subject import Checkpoint

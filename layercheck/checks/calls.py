@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
+from layercheck._sdk_internal import describe_shapes, forward_is_random, share_predict
 from layercheck.building import has_uninitialized_parameters, initialize, initialize_hook
 from layercheck.calling import signature_accepts
 from layercheck.sdk import (
@@ -22,11 +23,8 @@ from layercheck.sdk import (
     Tolerance,
     assert_close,
     check,
-    describe_shapes,
-    forward_is_random,
     mismatch,
     modules_only,
-    share_predict,
 )
 from layercheck.tensors import custom_backward_nodes, leaves_in
 

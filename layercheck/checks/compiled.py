@@ -19,6 +19,21 @@ from typing import Any
 import torch
 from torch import nn
 
+from layercheck._sdk_internal import (
+    Run,
+    Target,
+    assert_same_unless_random,
+    chain,
+    comparable,
+    forward_is_random,
+    output_names,
+    path_allowance,
+    path_tolerances,
+    predict_is_random,
+    rounding_allowance_of,
+    rounding_tolerances,
+    user_frame,
+)
 from layercheck.sdk import (
     FORWARD,
     PREDICT,
@@ -28,26 +43,13 @@ from layercheck.sdk import (
     Context,
     LayerRaised,
     Outputs,
-    Run,
     Subject,
-    Target,
-    assert_same_unless_random,
-    chain,
     check,
-    comparable,
-    forward_is_random,
     forward_run,
-    output_names,
-    path_allowance,
-    path_tolerances,
-    predict_is_random,
     predict_run,
     reference_forward,
     reference_predict,
-    rounding_allowance_of,
-    rounding_tolerances,
     seeded,
-    user_frame,
 )
 
 # How much of torch's own error text and console output a failure keeps in its details.

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from layercheck._sdk_internal import failing, output_names, rounding_allowance_of, rounding_tolerances, user_trace
 from layercheck.building import initialize_hook
 from layercheck.sdk import (
     PREDICT,
@@ -26,16 +27,11 @@ from layercheck.sdk import (
     assert_close,
     check,
     dtype_name,
-    failing,
     modules_only,
     nonfinite,
-    output_names,
     predict_run,
     reference_predict,
-    rounding_allowance_of,
-    rounding_tolerances,
     seeded,
-    user_trace,
 )
 
 _NO_CONSTRUCTOR = modules_only("operations (autograd.Function) have no constructor")

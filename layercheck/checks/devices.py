@@ -6,6 +6,19 @@ from collections.abc import Sequence
 
 import torch
 
+from layercheck._sdk_internal import (
+    Run,
+    assert_same_unless_random,
+    comparable,
+    failing,
+    forward_is_random,
+    full_float32,
+    output_names,
+    path_allowance,
+    path_tolerances,
+    predict_is_random,
+    present_grads,
+)
 from layercheck.sdk import (
     FORWARD,
     PREDICT,
@@ -13,22 +26,11 @@ from layercheck.sdk import (
     CheckSkipped,
     Context,
     LayerRaised,
-    Run,
     accelerators,
-    assert_same_unless_random,
     check,
-    comparable,
-    failing,
-    forward_is_random,
     forward_run,
-    full_float32,
     layer_failure,
-    output_names,
-    path_allowance,
-    path_tolerances,
-    predict_is_random,
     predict_run,
-    present_grads,
     reference_forward,
     reference_predict,
 )

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from layercheck._sdk_internal import Target
 from layercheck.invocation import class_reference
 from layercheck.sdk import (
     CheckError,
@@ -36,7 +37,6 @@ from layercheck.sdk import (
     Context,
     Mode,
     Outputs,
-    Target,
     Tolerance,
     check,
     relative_difference,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from layercheck._sdk_internal import Run, layer_is_float32
 from layercheck.sdk import (
     DTYPES,
     FORWARD,
@@ -12,12 +13,10 @@ from layercheck.sdk import (
     CheckSkipped,
     Context,
     LayerRaised,
-    Run,
     check,
     dtype_name,
     forward_run,
     layer_failure,
-    layer_is_float32,
     predict_run,
     reference_forward,
     reference_predict,

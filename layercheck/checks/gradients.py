@@ -17,6 +17,14 @@ from typing import Any
 
 import torch
 
+from layercheck._sdk_internal import (
+    Point,
+    cotangents,
+    forward_is_random,
+    gradient_norm_floor,
+    ratio,
+    shared_nonfinite_zeroed,
+)
 from layercheck.numerics.diagnosis import agreement, count_names, dead_tensors, disagreement, why_none
 from layercheck.numerics.functions import LayerFunction
 from layercheck.numerics.recording import analytic_run
@@ -56,19 +64,13 @@ from layercheck.sdk import (
     LayerRaised,
     Mode,
     Outputs,
-    Point,
     Subject,
     Tolerance,
-    cotangents,
     dtype_name,
-    forward_is_random,
-    gradient_norm_floor,
     identical,
     largest,
     layer_failure,
     mismatch,
-    ratio,
-    shared_nonfinite_zeroed,
 )
 
 # needs_input_grad compares a float32 backward with the same backward when more tensors

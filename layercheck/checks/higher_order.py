@@ -39,22 +39,14 @@ import torch.autograd.forward_ad as fwAD
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from layercheck._sdk_internal import custom_functions, ratio
 from layercheck.numerics.diagnosis import agreement, count_names, disagreement
 from layercheck.numerics.engine import EPS64, Comparison, FiniteDifferences, Probe
 from layercheck.numerics.functions import Backprop, GradientFunction, LayerFunction
 from layercheck.numerics.reference import Reference, float64_reference, fresh_copy, skip_if_not_differentiable
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, judge
 from layercheck.registry import check
-from layercheck.sdk import (
-    CheckFailed,
-    CheckSkipped,
-    Context,
-    LayerRaised,
-    Outputs,
-    Tolerance,
-    custom_functions,
-    ratio,
-)
+from layercheck.sdk import CheckFailed, CheckSkipped, Context, LayerRaised, Outputs, Tolerance
 
 # Both checks are judged against the gradient check's float64 finite differences, so their
 # prerequisites are the gradient check's and the gradient check itself: a wrong first

@@ -12,40 +12,42 @@ from typing import Any
 import torch
 from torch import nn
 
+from layercheck._sdk_internal import (
+    REQUIRES_GRAD_SWITCHED,
+    InputPath,
+    assert_same_unless_random,
+    comparable,
+    describe_shapes,
+    failing,
+    forward_is_random,
+    input_change,
+    layer_is_float32,
+    output_names,
+    path_allowance,
+    path_tolerances,
+    predict_is_random,
+    present_grads,
+    run_along,
+)
 from layercheck.layout import Layout
 from layercheck.numerics.reference import float32_run
 from layercheck.sdk import (
     EXACT,
     FORWARD,
     PREDICT,
-    REQUIRES_GRAD_SWITCHED,
     CheckFailed,
     CheckSkipped,
     Context,
-    InputPath,
     LayerRaised,
     SharedRun,
     assert_close,
-    assert_same_unless_random,
     check,
-    comparable,
-    describe_shapes,
-    failing,
-    forward_is_random,
     forward_run,
-    input_change,
-    layer_is_float32,
     modules_only,
     nonfinite,
-    output_names,
-    path_allowance,
-    path_tolerances,
-    predict_is_random,
     predict_run,
-    present_grads,
     reference_forward,
     reference_predict,
-    run_along,
 )
 
 

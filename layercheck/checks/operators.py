@@ -18,7 +18,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from layercheck.sdk import CheckError, CheckFailed, CheckSkipped, Context, check, failing
+from layercheck._sdk_internal import failing
+from layercheck.sdk import CheckError, CheckFailed, CheckSkipped, Context, check
 
 # namespaces of PyTorch's own operators: what is not one of these is a custom operator
 _BUILTIN_NAMESPACES = {"aten", "prim", "prims", "_c10d_functional", "c10d", "profiler", "higher_order", "inductor",

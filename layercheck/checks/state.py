@@ -6,6 +6,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from layercheck._sdk_internal import (
+    Target,
+    describe_shapes,
+    failing,
+    output_names,
+    path_allowance,
+    path_tolerances,
+    rounding_allowance_of,
+    rounding_tolerances,
+    user_trace,
+)
 from layercheck.sdk import (
     FORWARD,
     PREDICT,
@@ -16,23 +27,14 @@ from layercheck.sdk import (
     Mode,
     Outputs,
     Subject,
-    Target,
     assert_close,
     check,
-    describe_shapes,
-    failing,
     identical,
     modules_only,
     nonfinite,
-    output_names,
-    path_allowance,
-    path_tolerances,
     predict_run,
     reference_forward,
     reference_predict,
-    rounding_allowance_of,
-    rounding_tolerances,
-    user_trace,
 )
 
 _RESET_CALLS = 3  # forward calls before reset_state: enough for a recurrent state to move away from its start

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from layercheck._sdk_internal import cotangents, failing, output_names, user_trace
 from layercheck.sdk import (
     CheckFailed,
     CheckSkipped,
@@ -14,13 +15,9 @@ from layercheck.sdk import (
     Subject,
     Tolerance,
     check,
-    cotangents,
-    failing,
     modules_only,
     nonfinite,
-    output_names,
     seeded,
-    user_trace,
 )
 
 _LR = 0.1

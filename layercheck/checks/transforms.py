@@ -14,6 +14,19 @@ from typing import Any, Protocol
 
 import torch
 
+from layercheck._sdk_internal import (
+    assert_same_unless_random,
+    cotangents,
+    custom_functions,
+    failing,
+    forward_is_random,
+    output_names,
+    path_allowance,
+    path_tolerances,
+    predict_is_random,
+    scaled_allowance,
+    user_trace,
+)
 from layercheck.calling import backpropagate
 from layercheck.sdk import (
     FORWARD,
@@ -28,25 +41,14 @@ from layercheck.sdk import (
     Tolerance,
     accelerators,
     assert_close,
-    assert_same_unless_random,
     check,
-    cotangents,
-    custom_functions,
     dtype_name,
-    failing,
-    forward_is_random,
     identical,
     largest,
     needs_batch,
-    output_names,
-    path_allowance,
-    path_tolerances,
-    predict_is_random,
     reference_forward,
     reference_predict,
-    scaled_allowance,
     seeded,
-    user_trace,
 )
 
 Explain = Callable[[], tuple[str, str]]

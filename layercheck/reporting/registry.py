@@ -11,7 +11,7 @@ here without a cycle.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -39,6 +39,8 @@ class ReporterInfo:
     func: Renderer
     suffix: str = ""
     """The file suffix of this format (``.json``); ``--output`` with it picks this format."""
+    plugin: plugins.Plugin | None = None
+    """The plug-in that registered it (None: a built-in, or registered by code run directly)."""
 
 
 _REGISTRY: dict[str, ReporterInfo] = {}
@@ -56,7 +58,7 @@ def reporter(name: str, *, title: str, suffix: str = "") -> Callable[[R], R]:
     def register(func: R) -> R:
         if name in _REGISTRY and _REGISTRY[name].func is not func:
             raise ValueError(f"report format {name!r} registered twice")
-        _REGISTRY[name] = ReporterInfo(name=name, title=title, func=func, suffix=suffix)
+        _REGISTRY[name] = ReporterInfo(name=name, title=title, func=func, suffix=suffix, plugin=plugins.loading())
         return func
 
     return register
@@ -98,6 +100,12 @@ def for_suffix(suffix: str) -> ReporterInfo | None:
     """The one format that declares this file suffix (case-insensitive), if exactly one does."""
     matches = [info for info in catalogue() if info.suffix and info.suffix.lower() == suffix.lower()]
     return matches[0] if len(matches) == 1 else None
+
+
+def plugins_of(names: Iterable[str]) -> list[plugins.Plugin]:
+    """The plug-ins whose reporters write the formats ``names``, once each, in that order."""
+    found = [get(name).plugin for name in names]
+    return list(dict.fromkeys(plugin for plugin in found if plugin is not None))
 
 
 def render(report: Any, fmt: str) -> str:
