@@ -131,13 +131,23 @@ def assert_close(
             allowed = allowed.refine()
             found = mismatch(e, a, allowed)
         if found is not None:
+            # the allowance's parts (a rounding floor and where it comes from) are details
             raise CheckFailed(
                 f"{what}: {name} differs at index {tuple(found['index'])}: {have} {found['actual']:.6g}, "
-                f"{want} {found['expected']:.6g} ({found['mismatched']} of {found['elements']} elements "
-                f"differ beyond {allowed.describe()})",
+                f"{want} {found['expected']:.6g} ({found['mismatched']} of {found['elements']} elements differ"
+                f"{_beyond(allowed)})",
                 tensor=name,
+                allowance=allowed.describe(),
                 **found,
             )
+
+
+def _beyond(allowed: Allowance) -> str:
+    """`` by more than R of their size plus A``: the allowance as a message states it (nothing
+    for an exact comparison)."""
+    if allowed.rtol == 0 and allowed.absolute == 0:
+        return ""
+    return f" by more than {allowed.rtol:g} of their size plus {allowed.absolute:.3g}"
 
 
 def mismatch(expected: torch.Tensor, actual: torch.Tensor, allowed: Allowance) -> dict[str, Any] | None:

@@ -99,11 +99,12 @@ def layer_failure(exc: LayerRaised, what: str = "", *, hint: str = "", blocking:
     with the phase and the layer's own traceback in the details."""
     prefix = f"{what}, " if what else ""
     if not hint and exc.device == "cpu" and _NEEDS_GPU.search(str(exc.exc)):
-        hint = (". The layer seems to run only on a GPU: layercheck runs it on the CPU unless told otherwise; check "
-                "it there with --on cuda (a spec's on: cuda)")
+        hint = (". The layer seems to run only on a GPU: layercheck runs it on the CPU unless told otherwise. Fix: "
+                "check it there with --on cuda (a spec's on: cuda)")
         if "triton" in str(exc.exc).lower():
             hint += ", or, where its Triton kernels take CPU tensors, under Triton's interpreter with --interpret"
-    return CheckFailed(f"{prefix}{exc}{hint}", blocking=blocking, phase=exc.phase, traceback=exc.trace, **details)
+    shown = str(exc).rstrip(".") if hint[:1] in (";", ":", ",") else str(exc)  # no ".;" where the hint follows
+    return CheckFailed(f"{prefix}{shown}{hint}", blocking=blocking, phase=exc.phase, traceback=exc.trace, **details)
 
 
 # What a layer that needs a GPU raises on the CPU: torch without CUDA, a CUDA tensor made inside

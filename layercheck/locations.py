@@ -52,12 +52,26 @@ def source_of(obj: Any) -> dict[str, Any] | None:
 
 
 def shown_path(file: str) -> str:
-    """``file`` relative to the working directory where it lies below it (``/`` separators)."""
-    path = Path(file).resolve()
+    """``file`` relative to the working directory where it lies below it (``/`` separators), or
+    below a symbolic link there (``docs -> /src/docs``: ``docs/x.py``), else absolute."""
+    path, cwd = Path(file).resolve(), Path.cwd()
     try:
-        return path.relative_to(Path.cwd().resolve()).as_posix()
+        return path.relative_to(cwd.resolve()).as_posix()
     except ValueError:
-        return path.as_posix()
+        pass
+    try:
+        links = [entry for _, entry in zip(range(_LINKS_LOOKED_AT), cwd.iterdir()) if entry.is_symlink()]
+    except OSError:
+        links = []
+    for link in links:
+        try:
+            return (Path(link.name) / path.relative_to(link.resolve())).as_posix()
+        except (ValueError, OSError):
+            continue
+    return path.as_posix()
+
+
+_LINKS_LOOKED_AT = 1000  # entries of the working directory searched for a link to the file's folder
 
 
 def _backward_of(layer: Any, names: Sequence[str]) -> dict[str, Any] | None:

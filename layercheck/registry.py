@@ -7,6 +7,7 @@ an entry point in the ``layercheck.checks`` group) decorates functions with :fun
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,11 @@ class SharedRun:
     requires: tuple[str, ...]
 
 
+# The fix a check's docstring gives: "Fix:" to the end of its sentence (a full stop before a
+# capital or a blank line) or of the docstring.
+_FIX = re.compile(r"\bFix:\s*(.+?\.)(?=\s+[A-Z`]|\s*\n\s*\n|\s*$)", re.S)
+
+
 @dataclass(frozen=True)
 class CheckInfo:
     """One check's identity and rules, declared in one place."""
@@ -82,6 +88,31 @@ class CheckInfo:
     tolerances: tuple[Tolerance, ...] = ()
     any_batch: bool = False
     doc: str = field(default="", compare=False)
+
+    @property
+    def fix(self) -> str:
+        """The first sentence after ``Fix:`` in the docstring, as plain text (what a failure
+        ends with); empty where the docstring gives none."""
+        found = _FIX.search(self.doc)
+        return " ".join(re.sub(r"``(.+?)``", r"\1", found.group(1), flags=re.S).split()) if found else ""
+
+    def explained(self, message: str, backward: Mapping[str, Any] | None = None, *, lead: bool = False) -> str:
+        """A failure's message as a user reads it: where the layer's code is at fault (``backward``:
+        its hand-written backward, ``{"name", "file", "line"}``, given its file and line where the
+        message names it, or named in front where ``lead``: the check judges the backward), the
+        message, then the docstring's fix (unless the message gives its own ``Fix:``) and where
+        to read more."""
+        if backward is not None:
+            name = str(backward["name"])
+            where = f"{name} ({backward['file']}:{backward['line']})"
+            if name in message:
+                message = message.replace(name, where, 1)
+            elif lead:
+                message = f"in {where}: {message}"
+        message = message.rstrip().rstrip(".")
+        if "Fix:" not in message and self.fix:
+            message += f". Fix: {self.fix.rstrip('.')}"
+        return f"{message} (more: layercheck checks {self.id})."
 
     def skip_reason(self, target: Target) -> str | None:
         """Why this check does not apply to the target, or None when it does."""

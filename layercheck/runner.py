@@ -182,6 +182,10 @@ def load_target(plan: TargetPlan, options: Options, *, announce: bool = True) ->
                         "(does its module hang at import?)") from None
 
 
+# The checks that judge a hand-written backward: their failures name it, with its file and line.
+_IN_BACKWARD = frozenset({"backward_size", "gradients", "needs_input_grad", "backward_pure", "grad_output",
+                          "gradgrad"})
+
 _TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
 _KERNELS: dict[str, list[str]] = {}  # target name -> the Triton kernels its import defined, in this process
 
@@ -405,7 +409,9 @@ class TargetRun:
             ctx = Context(target, info, variant, invocation=self.target.invocation, tolerances=self.tolerances,
                           devices=self.options.devices, shared=shared, facts=self.facts, planned=self._planned,
                           readers=readers, sampler=None if sample is not None else self._made_sample)
-            result, blocking = run_check(info, ctx, timeout=limit_of(info, self.options), options=self.options)
+            backward = (self._location() or {}).get("backward")
+            result, blocking = run_check(info, ctx, timeout=limit_of(info, self.options), options=self.options,
+                                         backward=backward)
             if sample is not None:
                 result = sample.mark(result)
             if blocking:
@@ -484,7 +490,10 @@ class _Sample:
             return result
         kept = self.target.batch
         where = f"on {kept} of the batch's {self.batch} observations"
-        return replace(result, message=f"{result.message} ({where})" if result.message else where,
+        head, fix, tail = result.message.rpartition(" Fix: ") if result.status is Status.FAILED else ("", "", "")
+        message = (f"{head.rstrip('.')} ({where}).{fix}{tail}" if fix else
+                   f"{result.message} ({where})" if result.message else where)
+        return replace(result, message=message,
                        details={**result.details, "sample": {"observations": kept, "batch": self.batch}})
 
 
@@ -545,10 +554,12 @@ def run(plans: Sequence[TargetPlan], options: Options, progress: Progress | None
                   interrupted=interrupted)
 
 
-def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None,
-              options: Options = Options()) -> tuple[CheckResult, bool]:
+def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None, options: Options = Options(),
+              backward: Mapping[str, Any] | None = None) -> tuple[CheckResult, bool]:
     """Call one check and capture its outcome and time as a record; the flag says whether
-    the outcome blocks the checks that require this one (CheckFailed.blocking)."""
+    the outcome blocks the checks that require this one (CheckFailed.blocking). A failure's
+    message names ``backward`` (the layer's hand-written backward) with its file and line, and
+    ends with the check's fix (CheckInfo.explained)."""
     start = time.perf_counter()
     # a layer checked on CUDA (--on) runs with TF32 off: its float32 results are compared with
     # float64 and with the CPU, where TF32's 10-bit mantissa looks like a bug
@@ -556,6 +567,8 @@ def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None,
     with limits.measure_peak() as peak, contained(capture=options.contained) as effects, precision:
         status, message, details, blocking, skip = _outcome(info, ctx, timeout=timeout, options=options)
     message, details = effects.annotate(message, details)
+    if status is Status.FAILED:
+        message = info.explained(message, backward, lead=info.id in _IN_BACKWARD)
     if skip == NOT_JUDGED and options.strict:  # Note [no silent pass] in numerics/reference.py
         status, skip = Status.FAILED, None
         message = f"not judged, which --strict fails: {message}"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import torch
 from torch import nn
@@ -41,10 +42,13 @@ def test_a_backward_that_reuses_its_own_table_fails_on_the_second_backward_and_s
     (found,) = [r for r in run_zoo("backward_pure_own_table_reused", only=("backward_pure",)).results
                 if r.check == "backward_pure"]
     assert found.status is Status.FAILED
-    assert found.message.startswith("a second backward over the same graph (retain_graph=True) vs the first: "
-                                    "gradient of input 0 differs")
-    assert ("Backward writes into tensor 1 that _SoftPathCost saved for backward (made by the forward for the backward "
-            "alone, not the caller's), and not idempotently") in found.message
+    where, _, message = found.message.partition(": ")
+    assert where.startswith("in _SoftPathCost.backward (") and where.endswith("/backward_pure_own_table_reused.py:28)")
+    assert message.startswith("backward writes into tensor 1 that _SoftPathCost saved for backward (made by the "
+                              "forward for the backward alone, not the caller's), and not idempotently")
+    assert ("; a second backward over the same graph (retain_graph=True) vs the first: gradient of input 0 differs"
+            in found.message)
+    assert "Fix: write the backward's own results into a new tensor" in found.message
     assert found.details["written"] == ["tensor 1 that _SoftPathCost saved for backward"]
 
 
@@ -90,7 +94,8 @@ class _ClampsCopy(nn.Module):
 def test_an_idempotent_write_fails_into_the_callers_tensor_and_passes_into_the_backwards_own() -> None:
     caller = outcome(_ClampsInput, "4,6:BC")
     assert caller.status is Status.FAILED
-    assert caller.message.startswith("backward modified input 0 in place")
+    assert re.match(r"in _ClampsSavedInput\.backward \(\S+test_backward_pure\.py:\d+\): backward modified input 0 "
+                    "in place", caller.message), caller.message
     own = outcome(_ClampsCopy, "4,6:BC")
     assert own.status is Status.PASSED, own.message
     assert "it writes into 1 saved tensor(s) of its own" in own.message
@@ -121,5 +126,6 @@ class _AbsScale(nn.Module):
 def test_a_parameter_the_backward_saved_is_the_callers_however_idempotent_the_write() -> None:
     found = outcome(_AbsScale, "4,6:BC")
     assert found.status is Status.FAILED
-    assert found.message.startswith("backward modified tensor 1 that _ScaleFunction saved for backward in place")
+    assert re.match(r"in _ScaleFunction\.backward \(\S+test_backward_pure\.py:\d+\): backward modified tensor 1 that "
+                    "_ScaleFunction saved for backward in place", found.message), found.message
     assert "that saved tensor is the caller's (an input, an output, a parameter or buffer" in found.message

@@ -81,18 +81,21 @@ def test_with_finite_planned_gradients_points_at_it() -> None:
 
 @pytest.mark.parametrize(("layer", "layout", "starts"), [
     ("gradients_batch_mean.py", "8,3,5:BCU",
-     "wrong gradient of parameter 'slope': analytic = 0.125 × numeric for all 3 elements (0.125 = 1/8, the batch "
-     "size: a mean where a sum belongs?)"),
+     "in MeanPReLUFunction.backward (tests/zoo/gradients_batch_mean.py:19): wrong gradient of parameter 'slope': "
+     "the gradient is 0.125 × what finite differences give, over all 3 elements (0.125 = 1/8, the batch size: a "
+     "mean where a sum belongs?)"),
     ("gradients_wrong_sign.py", "5,4:BC",
-     "wrong gradient of parameter 'shift': analytic = −numeric for all 4 elements: the sign is flipped"),
+     "in Affine.backward (tests/zoo/gradients_wrong_sign.py:18): wrong gradient of parameter 'shift': the gradient "
+     "is −1 × what finite differences give, over all 4 elements: the sign is flipped"),
     ("gradients_scaled.py", "4,6,5:BCU",
-     "wrong gradient of input 0: analytic = 2 × numeric for all 120 elements (a constant factor 2"),
+     "in HalfTanh.backward (tests/zoo/gradients_scaled.py:18): wrong gradient of input 0: the gradient is 2 × what "
+     "finite differences give, over all 120 elements (a constant factor 2"),
 ])
 def test_a_constant_factor_or_sign_is_named_first(layer: str, layout: str, starts: str) -> None:
     _, results = run_json(f"tests/zoo/{layer}", "--layout", layout, "--check", "gradients:float64")
     message = results["gradients", "float64"]["message"]
     assert message.startswith(starts), message
-    assert "finite differences (analytic" in message  # the combined numbers follow
+    assert "finite differences (along a random direction the gradient gives" in message  # the combined numbers follow
 
 
 def test_gradients_returned_in_the_wrong_order_are_named() -> None:
@@ -127,8 +130,9 @@ def test_a_transposed_gradient_is_named(tmp_path: Path) -> None:
         """)
     _, results = run_json(layer, "--layout", "6,4:BC", "--check", "gradients:float64")
     message = results["gradients", "float64"]["message"]
-    assert message.startswith("wrong gradient of parameter 'weight': its gradient is the transpose (dims 0 and 1 "
-                              "swapped) of the right one, over all 16 elements"), message
+    assert message.startswith(f"in MatMul.backward ({Path(layer).as_posix()}:12): wrong gradient of parameter "
+                              "'weight': its gradient is the transpose (dims 0 and 1 swapped) of the right one, over "
+                              "all 16 elements"), message
 
 
 def test_a_gradient_wrong_in_one_region_is_not_called_a_constant_factor() -> None:

@@ -4,6 +4,8 @@ tests/test_zoo.py judges the zoo as a whole."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch import nn
@@ -57,18 +59,21 @@ class _AddsAConstant(_Square):
 def test_a_backward_that_is_not_linear_says_how(function: type, phrase: str) -> None:
     found = outcome(function, "4,5:BC")
     assert found.status is Status.FAILED
-    assert found.message.startswith("backward of a combination of two grad_outputs vs the combination of their "
-                                    "gradients: gradient of input 0 differs at index")
-    assert "Gradient of input 0 is not linear in grad_output: " + phrase in found.message
+    where = rf"in {function.__qualname__}\.backward \(tests/test_grad_output\.py:\d+\): "  # its file and line first
+    assert re.match(where + re.escape(f"the gradient of input 0 is not linear in grad_output: {phrase}"),
+                    found.message), found.message
+    assert ("backward of two grad_outputs w1 and w2 combined vs their gradients combined: gradient of input 0 "
+            "differs at index") in found.message
+    assert "Fix: multiply every term by the incoming gradient" in found.message
     assert found.details["tensor"] == "gradient of input 0"
 
 
 @pytest.mark.parametrize(("name", "phrases"), [
     ("grad_output_clipped", ["gradient of input 0 differs", "backward transforms grad_output before using it",
                              "(rounds, clips, abs, sign, a power?)"]),
-    ("grad_output_unused_output_ones", ["with each of the 2 outputs used alone", "With only output 0 used, the "
+    ("grad_output_unused_output_ones", ["with each of the 2 outputs used alone", "with only output 0 used, the "
                                         "gradient of input 0 differs from the one with zero gradients for output(s) 1",
-                                        "Treat None as zeros"]),
+                                        "Fix: treat None (the gradient of an unused output) as zeros"]),
     ("grad_output_undefined_crash", ["with the output's gradient undefined, backward raised TypeError",
                                      "ctx.set_materialize_grads(False) receives None"]),
 ])

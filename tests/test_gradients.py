@@ -91,7 +91,8 @@ def test_failure_report_names_tensor_numbers_tolerance_and_reproduce_command(tmp
     entry = next(r for r in report["runs"][0]["results"] if r["check"] == "gradients" and r["variant"] == "float64")
     assert entry["status"] == "failed"
     message, details = entry["message"], entry["details"]
-    assert message.startswith("wrong gradient of parameter 'shift': analytic = −numeric for all 4 elements")
+    assert message.startswith("in Affine.backward (tests/zoo/gradients_wrong_sign.py:18): wrong gradient of parameter "
+                              "'shift': the gradient is −1 × what finite differences give, over all 4 elements")
     assert "agree: input 0, parameter 'scale'" in message
     assert "tolerance 1e-06" in message
     (wrong,) = details["wrong"]
@@ -121,7 +122,8 @@ def test_a_gradient_the_precision_tracer_takes_away_is_still_judged() -> None:
     the first draw (Note [a recorder that takes a gradient away])."""
     found = results(run_zoo("gradients_op_kernel_detach", only=("gradients",)))
     status, message, details = found["gradients[float64]"]
-    assert status == "failed" and message.startswith("wrong gradient of input 0: analytic = 0.3333 × numeric")
+    assert status == "failed" and message.startswith("wrong gradient of input 0: the gradient is 0.3333 × what finite "
+                                                     "differences give")
     assert "second draw" not in message and "left_out" not in details
     assert found["gradients[float32]"][0] == "skipped"  # one cause, reported by float64
     status, message, details = results(run_zoo("op_autograd_registration_missing", only=("gradients",)))[
@@ -170,7 +172,8 @@ def test_a_gradient_size_autograd_rejects_fails_backward_runs_naming_the_size() 
     found = results(run_zoo("backward_runs_size_rejected", only=GRADIENT_CHECKS))
     status, message, details = found["backward_runs"]
     assert status == "failed" and "invalid gradient" in message
-    assert "the cause: ChannelBias.backward returned a gradient of size (3, 5)" in message
+    assert "the cause: ChannelBias.backward (" in message  # with its file and line
+    assert "backward_runs_size_rejected.py:19) returned a gradient of size (3, 5)" in message
     assert details["returned"][0]["expected_size"] == [1, 3, 1]
     assert found["backward_size"][0] == "skipped"
 
@@ -187,7 +190,8 @@ def test_needs_input_grad_varies_each_operation_input_and_names_the_pattern() ->
     assert "with only input 2 requiring grad" in details["patterns"]
     found = results(run_zoo("needs_input_grad_packed", only=("needs_input_grad",)))
     status, message, details = found["needs_input_grad"]
-    assert status == "failed" and message.startswith("with ")
+    assert status == "failed" and re.match(r"in FusedScaleShift\.backward \(\S*needs_input_grad_packed\.py:19\): with "
+                                           r"input 0 not requiring grad, the gradient of input 1 differs", message)
     assert details["relative_difference"] > details["tolerance"]
 
 
@@ -829,8 +833,9 @@ def test_floors_are_measured_in_turn_and_only_while_a_comparison_needs_them() ->
     assert measured == [1.0]
     compare(3.0)
     assert measured == [1.0, 0.5, 4.0]
-    with pytest.raises(CheckFailed, match="rounding floor=4 \\(floor 4\\)"):
+    with pytest.raises(CheckFailed, match="differ by more than 0 of their size plus 4") as failed:
         compare(5.0)
+    assert failed.value.details["allowance"] == "rtol=0, atol=0, rounding floor=4 (floor 4)"  # the source: a detail
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -83,7 +83,7 @@ def test_bundled_layers_are_twice_differentiable_and_define_a_jvp(name: str, lay
 def test_a_wrong_higher_derivative_is_pinned_on_its_tensor(name: str, check: str, wrong: str, agree: str) -> None:
     status, message, details = outcome(run_zoo(name, only=(check,)), check)
     assert status == "failed"
-    assert (f"wrong second derivative of {wrong}" if check == "gradgrad" else f"wrong: {wrong}") in message
+    assert (f"wrong second derivative of {wrong}" if check == "gradgrad" else f"wrong jvp of {wrong}") in message
     assert agree in details["agree"] and wrong in [w["tensor"] for w in details["wrong"]]
     assert "tolerance 1e-06" in message
     assert details["reproduce"].endswith(f"--check {check} --seed 0")
@@ -252,7 +252,7 @@ def test_command_line_enables_the_checks_and_reports_them(tmp_path: Path) -> Non
     entries = {r["check"]: r for r in json.loads(out.read_text())["runs"][0]["results"]}
     assert entries["gradgrad"]["status"] == "passed"
     assert entries["forward_ad"]["status"] == "failed"
-    assert "wrong: parameter 'scale'" in entries["forward_ad"]["message"]
+    assert "wrong jvp of parameter 'scale'" in entries["forward_ad"]["message"]
     assert entries["forward_ad"]["details"]["directions"][0]["jvp"] != entries["forward_ad"]["details"][
         "directions"][0]["reverse"]
 

@@ -4,6 +4,7 @@ and the template is right on its own terms (its hand-written backward, its state
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -208,5 +209,7 @@ def test_init_op_writes_a_custom_operator_that_passes_and_whose_wrong_backward_i
     broken = cli.invoke(app, ["run", str(broken_folder / "my_op.yaml"), "--check", "gradients", "--format", "json"])
     assert broken.exit_code == 1
     results = {(r["check"], r["variant"]): r for r in json.loads(broken.stdout)["runs"][0]["results"]}
-    assert results["gradients", "float64"]["message"].startswith("wrong gradient of input 0")
+    # the registered backward named first, with its file and line
+    assert re.match(r"in _backward \(\S*broken/my_op\.py:\d+\): wrong gradient of input 0",
+                    results["gradients", "float64"]["message"]), results["gradients", "float64"]["message"]
     assert results["gradients", "float32"]["status"] == "skipped"  # the same cause, reported once

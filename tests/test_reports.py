@@ -766,7 +766,8 @@ def test_a_run_knows_where_its_layer_and_its_backward_are_defined(monkeypatch: p
     line = _line_of(zoo, "def backward")
     assert error.startswith(f"::error file=tests/zoo/gradients_batch_mean.py,line={line},title=layercheck "
                             "tests/zoo/gradients_batch_mean.py%3A gradients[float64] failed "
-                            "(in MeanPReLUFunction.backward)::wrong gradient of parameter 'slope'")
+                            "(in MeanPReLUFunction.backward)::in MeanPReLUFunction.backward "
+                            f"(tests/zoo/gradients_batch_mean.py:{line}): wrong gradient of parameter 'slope'")
     data = json.loads(CliRunner().invoke(app, ["run", "tests/zoo/gradients_batch_mean.py", "--layout", "8,3,5:BCU",
                                                "--check", "forward_runs", "--format", "json"]).stdout)
     assert data["runs"][0]["location"] == {

@@ -251,6 +251,9 @@ def test_the_readme_walk_through_adds_a_check_from_its_own_package(tmp_path: Pat
     assert strict.returncode == 1, strict.stderr
     failed = {r["check"]: r for r in json.loads(strict.stdout)["runs"][0]["results"]}["bounded_outputs"]
     assert failed["status"] == "failed" and "0.01" in failed["message"]
+    # a plug-in's failure ends with its own docstring's fix, as a built-in check's does
+    assert failed["message"].endswith(". Fix: normalise, or bound what you exponentiate (more: layercheck checks "
+                                      "bounded_outputs).")
     assert "--tolerance bounded_outputs.float32=0.01" in failed["details"]["reproduce"]
 
 

@@ -45,7 +45,7 @@ def test_a_frozen_parameter_that_forward_updates_is_named() -> None:
     found = zoo_outcome("train_step_state_in_frozen_parameter")
     assert found.status is Status.FAILED
     assert found.message.startswith("parameter 'running_mean' (requires_grad=False) changed in the training step")
-    assert "Keep what forward updates in a buffer" in found.message
+    assert "Fix: keep what forward updates in a buffer" in found.message
 
 
 class _WeightDecayInForward(nn.Module):

@@ -270,8 +270,9 @@ def test_a_triton_layer_that_refuses_cpu_tensors_is_told_about_interpret_and_on_
     report = layercheck.check_layer(CudaOnly, "4,3:BC", checks=["forward_runs"])
     (result,) = [r for r in report.results if r.check == "forward_runs"]
     assert result.status.value == "failed"
-    assert result.message.endswith("check it there with --on cuda (a spec's on: cuda), or, where its Triton kernels "
-                                   "take CPU tensors, under Triton's interpreter with --interpret")
+    assert result.message.endswith("Fix: check it there with --on cuda (a spec's on: cuda), or, where its Triton "
+                                   "kernels take CPU tensors, under Triton's interpreter with --interpret (more: "
+                                   "layercheck checks forward_runs).")
 
 
 # -- the option and the spec key ------------------------------------------------------------------

@@ -213,12 +213,12 @@ def _backward_again(subject: Subject, outputs: Sequence[torch.Tensor], cotangent
 
 
 _HINTS = {
-    "grad_output": "clone it before changing it (grad = grad.clone()), or use out-of-place operations: autograd "
-                   "hands the same grad_output to every use of an output",
-    "output": "an output is the caller's tensor: compute from a clone, or save the input and recompute",
+    "grad_output": "autograd hands the same grad_output to every use of an output. Fix: clone it before changing it "
+                   "(grad = grad.clone()), or use out-of-place operations",
+    "output": "an output is the caller's tensor. Fix: compute from a clone, or save the input and recompute",
     "input": "an input is the caller's tensor: it may feed other layers",
     "tensor": "that saved tensor is the caller's (an input, an output, a parameter or buffer, or a view of one), "
-              "which the caller and a second backward read again: compute out of place, or save a copy",
+              "which the caller and a second backward read again. Fix: compute out of place, or save a copy",
 }
 
 
@@ -265,9 +265,9 @@ def backward_pure(ctx: Context) -> str:
     except CheckFailed as exc:
         if not written:
             raise
-        raise CheckFailed(f"{exc.message}. Backward writes into {', '.join(written)} (made by the forward for the "
-                          "backward alone, not the caller's), and not idempotently: a second backward over the same "
-                          "graph (gradient penalties, retain_graph) reads what the first left there. Write the "
+        raise CheckFailed(f"backward writes into {', '.join(written)} (made by the forward for the backward alone, "
+                          "not the caller's), and not idempotently: a second backward over the same graph (gradient "
+                          f"penalties, retain_graph) reads what the first left there; {exc.message}. Fix: write the "
                           "backward's own results into a new tensor, or write only values the next backward writes "
                           "again before reading", written=written, **exc.details) from None
     saved = sum(1 for n in run.live if n.startswith("tensor"))
@@ -293,7 +293,8 @@ def _assert_unchanged(ctx: Context, run: _Pass) -> list[str]:
         raise CheckFailed(f"backward detached {', '.join(detached)} in place (detach_() on what the layer was "
                           "given, or on a tensor it saved that is that input): the caller's tensor is cut from the "
                           "graph that made it, so what is computed from it after this backward (a second loss, a "
-                          "gradient penalty) no longer reaches the layers before; fix: detach(), a new tensor",
+                          "gradient penalty) no longer reaches the layers before. Fix: detach() (a new tensor) "
+                          "instead of detach_()",
                           tensors=detached)
     again: _Pass | None = None
     written = []
@@ -539,10 +540,10 @@ def _which_alone(ctx: Context, graph: _Graph, w1: list[torch.Tensor], names: lis
             label = f"gradient of {name}"
             if mismatch(_zero_if_none(want, leaf), _zero_if_none(got, leaf), allowance(label, leaf)) is not None:
                 unused = ", ".join(str(j) for j in range(len(graph.outputs)) if j != k)
-                return (f"With only output {k} used, the {label} differs from the one with zero gradients for "
+                return (f"with only output {k} used, the {label} differs from the one with zero gradients for "
                         f"output(s) {unused}: backward takes the undefined gradient of an unused output (None where "
-                        "ctx.set_materialize_grads(False)) for something other than zero. Treat None as zeros")
-    return "Each output alone agrees with zeros for the others: backward is not additive over its outputs"
+                        "ctx.set_materialize_grads(False)) for something other than zero")
+    return "each output alone agrees with zeros for the others: backward is not additive over its outputs"
 
 
 @functools.cache
@@ -573,12 +574,13 @@ def _assert_linear(ctx: Context, graph: _Graph, names: list[str], first: list[to
     for name, g1, g2, g3 in rows:
         try:
             assert_close([_A * g1 + _B * g2], [g3], names=[name], allowance=allowance,
-                         labels=(f"{_A:g}·g(w1) + {_B:g}·g(w2)", f"g({_A:g}·w1 + {_B:g}·w2)"),
-                         what="backward of a combination of two grad_outputs vs the combination of their gradients")
+                         labels=("the same combination of the gradients for w1 and w2",
+                                 f"the gradient for {_A:g}·w1 + {_B:g}·w2"),
+                         what="backward of two grad_outputs w1 and w2 combined vs their gradients combined")
         except CheckFailed as exc:
             _assert_repeats(ctx, graph, names, name, w2, g2)
-            why = _why_not_linear(graph, names, name, g1, g2, allowance(name, g1))
-            raise CheckFailed(f"{exc.message}. {name[0].upper()}{name[1:]} is not linear in grad_output: {why}",
+            why, fix = _why_not_linear(graph, names, name, g1, g2, allowance(name, g1))
+            raise CheckFailed(f"the {name} is not linear in grad_output: {why}; {exc.message}. Fix: {fix}",
                               **exc.details) from None
     return len(rows)
 
@@ -601,17 +603,18 @@ def _assert_repeats(ctx: Context, graph: _Graph, names: list[str], name: str, w2
 
 
 def _why_not_linear(graph: _Graph, names: list[str], name: str, g1: torch.Tensor, g2: torch.Tensor,
-                    allowance: Allowance) -> str:
+                    allowance: Allowance) -> tuple[str, str]:
+    """Why a gradient is not linear in grad_output, and the fix."""
     if mismatch(g1, g2, allowance) is None:
-        return ("it is the same for two different grad_outputs, so backward ignores grad_output. Multiply every term "
-                "by the incoming gradient (the chain rule: grad_input = grad_output * dy/dx)")
+        return ("it is the same for two different grad_outputs, so backward ignores grad_output",
+                "multiply every term by the incoming gradient (the chain rule: grad_input = grad_output * dy/dx)")
     zero = graph.backward([torch.zeros_like(y) for y in graph.outputs])
     g0 = zero[[f"gradient of {n}" for n in names].index(name)]
     if g0 is not None and mismatch(torch.zeros_like(g0), g0, allowance) is not None:
         return (f"for a zero grad_output backward returns a nonzero gradient (largest {largest(g0):.3g}), so it adds a "
-                "term that does not scale with grad_output. Multiply every term by the incoming gradient")
-    return ("backward transforms grad_output before using it (rounds, clips, abs, sign, a power?). Use it only as a "
-            "factor: grad_input = grad_output * dy/dx")
+                "term that does not scale with grad_output", "multiply every term by the incoming gradient")
+    return ("backward transforms grad_output before using it (rounds, clips, abs, sign, a power?)",
+            "use it only as a factor: grad_input = grad_output * dy/dx")
 
 
 def _undefined(ctx: Context, graph: _Graph, w1: list[torch.Tensor], names: list[str],
@@ -636,8 +639,8 @@ def _undefined(ctx: Context, graph: _Graph, w1: list[torch.Tensor], names: list[
                          what=f"the sum of the gradients with each of the {len(outputs)} outputs used alone (the "
                               "others' gradients undefined) vs all outputs used at once")
         except CheckFailed as exc:
-            raise CheckFailed(f"{exc.message}. {_which_alone(ctx, graph, w1, names, alone)}",
-                              **exc.details) from None
+            raise CheckFailed(f"{_which_alone(ctx, graph, w1, names, alone)}; {exc.message}. Fix: treat None (the "
+                              "gradient of an unused output) as zeros", **exc.details) from None
         return f"each of {len(outputs)} outputs used alone gives its share of the gradient"
     functions = [f for f in custom_functions(outputs) if _may_receive_none(f)]
     undefined_grad = getattr(getattr(torch._C, "_functions", None), "UndefinedGrad", None)
@@ -650,6 +653,6 @@ def _undefined(ctx: Context, graph: _Graph, w1: list[torch.Tensor], names: list[
             raise CheckFailed(
                 f"with the output's gradient undefined (None for a Function that calls "
                 f"ctx.set_materialize_grads(False), zeros otherwise), backward gives gradient of {name} nonzero "
-                f"values (largest {largest(g):.3g}); it must give None or zeros. Return None for inputs when "
+                f"values (largest {largest(g):.3g}); it must give None or zeros. Fix: return None for inputs when "
                 "grad_output is None", tensor=f"gradient of {name}")
     return f"an undefined gradient reaching {', '.join(f.__name__ for f in functions)} gives none"

@@ -31,8 +31,8 @@ _OTHER = 2
 _KEEPS_THE_BATCH = ("something in the layer keeps the size of the batch it was initialised or first called with (a "
                     "parameter or buffer sized by the batch, a mask cached at the first call, a reshape to a fixed "
                     "batch size), and training's last, smaller batch or inference on a few observations meets it. "
-                    "Size it from the input's batch dimension at every call; a layer that takes only one batch size "
-                    "says so by skipping this check (--skip observations; a spec's checks: skip: [observations])")
+                    "Fix: size it from the input's batch dimension at every call; a layer that takes only one batch "
+                    "size says so by skipping this check (--skip observations; a spec's checks: skip: [observations])")
 
 
 @check(

@@ -46,8 +46,8 @@ def signatures(ctx: Context) -> str:
 
     A layer whose ``forward`` (or ``predict``) cannot take one tensor per layout, or whose
     ``initialize``/``reset_state`` hooks cannot be called as layercheck and users call them,
-    fails at the first real use. Fix the signature, or give the spec the right inputs. A
-    call that cannot take the inputs is the one cause of what follows: the checks that call
+    fails at the first real use. Fix: change the signature, or give the spec the right
+    inputs. A call that cannot take the inputs is the one cause of what follows: the checks that call
     the layer are skipped naming this one.
     """
     n = len(ctx.target.positional)
@@ -102,8 +102,8 @@ def initialize_keeps_values(ctx: Context) -> tuple[str, dict[str, Any]]:
 
     ``initialize`` (or a lazy module's first call) must leave no parameter uninitialised, and
     must not change parameters or state that are already set: a second call, like a call on
-    a layer loaded from a checkpoint, must change nothing. Guard each creation with
-    ``if self.weight is None`` (or similar).
+    a layer loaded from a checkpoint, must change nothing. Fix: guard each creation
+    with ``if self.weight is None`` (or similar), and create every parameter there.
     """
     layer = ctx.target.at_home(ctx.target.construct())
     hook = initialize_hook(layer)
@@ -141,7 +141,9 @@ def initialize_keeps_values(ctx: Context) -> tuple[str, dict[str, Any]]:
 )
 def predict_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Calls the prediction path (eval mode, ``predict`` if defined, no grad) on inputs
-    generated for the layouts. A layer that raises here cannot be used for inference."""
+    generated for the layouts. A layer that raises here cannot be used for inference.
+    Fix: make predict (or forward in eval mode under ``torch.no_grad()``) take the layouts'
+    inputs (the traceback shows where it raised)."""
     subject = ctx.fresh()
     out = _expect_tensors(subject.predict(subject.inputs()), "predict")
     share_predict(ctx, subject, out.tensors)  # the checks that read PREDICT need not call it again
@@ -156,7 +158,9 @@ def predict_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
 )
 def forward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Calls the training path (train mode, with grad) on the generated inputs, and notes
-    whether the autograd graph contains a hand-written backward (an autograd.Function)."""
+    whether the autograd graph contains a hand-written backward (an autograd.Function).
+    Fix: make forward take the layouts' inputs in train mode (the traceback shows where it
+    raised)."""
     subject = ctx.fresh()
     out = _expect_tensors(subject.forward(subject.inputs(requires_grad=True)), "forward")
     custom = custom_backward_nodes(out.tensors)
@@ -182,6 +186,8 @@ def forward_predict_agree(ctx: Context) -> str:
     they do not. Values must agree too unless the layer's behaviour legitimately depends on
     the mode (dropout, batch statistics, a separate ``predict``, a forward that reads
     ``self.training``). Differing values with none of these reasons point at a bug in one path.
+    Fix: compute the same thing in both paths (one function called by ``forward`` and
+    ``predict``); a layer meant to differ by mode skips this check (``--skip forward_predict_agree``).
     """
     subject = ctx.fresh()
     # fresh inputs for each call: a layer that writes into its input is input_unchanged's to report
@@ -205,7 +211,8 @@ def forward_predict_agree(ctx: Context) -> str:
                 shortened.append(f"output {i} along dim {along}")
                 continue
             raise CheckFailed(
-                f"output {i}: predict gives {describe_shapes([p])[0]}, forward gives {describe_shapes([f])[0]}",
+                f"forward and predict return output {i} in another size or dtype: predict gives "
+                f"{describe_shapes([p])[0]}, forward {describe_shapes([f])[0]}",
                 output=i, predict=describe_shapes([p])[0], forward=describe_shapes([f])[0],
             )
     also = (f"; forward also returns {len(extra)} tensor(s) where predict returns None (computed in training "
@@ -232,12 +239,17 @@ def forward_predict_agree(ctx: Context) -> str:
         return (f"{len(predicted)} output(s) agree in size and dtype, and in value but for {shown}: a scalar (or a "
                 f"few zeros in predict) {readers[0]}.forward computes in training only (it reads self.training), "
                 "an auxiliary loss")
-    why = ("the layer shows no reason to depend on the mode" if not readers else
+    why = ("The layer shows no reason to depend on the mode (it draws no random numbers, changes no state and "
+           "reads no self.training)" if not readers else
            f"{readers[0]}.forward reads self.training, but its training forward draws no random numbers and "
            "changes no state: a branch taken in one mode only changes the result (a mask or a term applied in "
-           "training only?); if that is intended (label smoothing, an auxiliary term), skip this check for the layer")
-    assert_close(predicted, forwarded, what=f"forward and predict disagree, and {why}", allowance=allowed,
-                 labels=("predict", "forward"))
+           "training only?), which is intended only for a layer meant to differ by mode (label smoothing, an "
+           "auxiliary term)")
+    try:
+        assert_close(predicted, forwarded, what="forward and predict disagree", allowance=allowed,
+                     labels=("predict", "forward"))
+    except CheckFailed as exc:
+        raise CheckFailed(f"{exc.message}. {why}", **exc.details) from None
     raise CheckFailed("forward and predict differ")  # unreachable: assert_close raised
 
 

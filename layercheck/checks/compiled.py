@@ -221,6 +221,8 @@ def compile_matches_eager(ctx: Context) -> tuple[str, dict[str, Any]]:
     only when compiling (``torch.compiler.is_compiling()``) that drifted from the eager
     one, Python that TorchDynamo cannot trace and that raises instead of breaking the
     graph, a hand-written backward that is not a pure function of what forward saved.
+    Fix: let the compiled path compute what eager computes (one code path, no
+    ``is_compiling()`` branch), and keep Python that TorchDynamo cannot trace out of forward.
     """
     with _fresh_dynamo():
         before = _graph_breaks()
@@ -391,8 +393,8 @@ def _condense(exc: BaseException) -> str:
 
 # Plain words for torch's most common capture errors (matched in the lower-cased error text).
 _HINTS = (
-    ("data-dependent", " (the layer branches on a tensor's values or turns them into Python numbers: use "
-                       "torch.where or torch.cond, keep values in tensors)"),
+    ("data-dependent", " (the layer branches on a tensor's values or turns them into Python numbers). Fix: use "
+                       "torch.where or torch.cond, and keep values in tensors"),
 )
 
 

@@ -205,10 +205,10 @@ def _assert_placed(layer: nn.Module, key: str, value: Any, after: str, *, given:
             shown = str(t.device) if key == "device" else dtype_name(t.dtype)
             raise CheckFailed(
                 f"constructed with {key}={_shown(value)}, {kind} {name!r} is {shown} after {after}: it is created "
-                f"without the {key}= the constructor was given. Pass factory_kwargs = {{'device': device, 'dtype': "
-                f"dtype}} to every tensor, parameter and submodule it creates (torch.zeros(n, **factory_kwargs), "
-                f"nn.Linear(..., **factory_kwargs))", tensor=f"{kind} {name!r}", keyword=key, after=after,
-                actual=shown)
+                f"without the {key}= the constructor was given. Fix: pass factory_kwargs = {{'device': device, "
+                f"'dtype': dtype}} to every tensor, parameter and submodule it creates (torch.zeros(n, "
+                f"**factory_kwargs), nn.Linear(..., **factory_kwargs))", tensor=f"{kind} {name!r}", keyword=key,
+                after=after, actual=shown)
 
 
 def _is_given(t: torch.Tensor, given: set[int]) -> bool:
@@ -277,8 +277,8 @@ def _rebuild(ctx: Context, layer: nn.Module) -> str:
 def _unset_hint(unset: list[str]) -> str:
     if not unset:
         return ""
-    return (f"; reset_parameters leaves {', '.join(unset[:4])} as to_empty left it (uninitialised memory): set every "
-            "parameter and buffer in reset_parameters, constants included (recompute them there)")
+    return (f"; reset_parameters leaves {', '.join(unset[:4])} as to_empty left it (uninitialised memory). Fix: set "
+            "every parameter and buffer in reset_parameters, constants included (recompute them there)")
 
 
 # -- copy -------------------------------------------------------------------------------------

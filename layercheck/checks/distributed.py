@@ -102,7 +102,10 @@ def distributed(ctx: Context) -> tuple[str, dict[str, Any]]:
 
     Why: these fail only once a model is trained on several processes, where a run costs most;
     DDP's "Expected to have finished reduction in the prior iteration" is the best-known. Skipped
-    with the reason where two processes cannot start here, or torch lacks gloo.
+    with the reason where two processes cannot start here, or torch lacks gloo. Fix: let every
+    parameter take part in every step on every rank, reduce batch statistics across the ranks,
+    read parameters at call time (no alias kept from ``__init__``), and set every parameter in
+    ``reset_parameters``.
     """
     unavailable = _unavailable()
     if unavailable is not None:

@@ -113,7 +113,9 @@ def backward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     network behind the layer off (an input). Usual causes: a parameter that forward never
     uses, a tensor used through ``.data`` or ``.detach()``, a hand-written backward that
     returns None for an input that needs a gradient, or one that returns a gradient of a
-    size autograd cannot sum back to its input's (the message names it).
+    size autograd cannot sum back to its input's (the message names it). Fix: use every
+    parameter in forward through autograd (no ``.data``, no ``.detach()``), and return a
+    gradient of the input's size for every input that needs one.
     """
     run = float32_run(ctx)
     if run.error is not None and run.recorder.wrong():
@@ -245,6 +247,9 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     it could be found the value range, slab or elements where they disagree. Usual causes in a hand-written
     backward: a wrong derivative on one branch, gradients returned in the wrong order, a
     parameter gradient averaged instead of summed over the batch, a missing factor or sign.
+    Fix: correct the derivative of the tensor named first (in a hand-written backward its
+    formula, order, factor or sign; elsewhere a ``.detach()`` or ``no_grad`` on its path), and
+    confirm it with ``torch.autograd.gradcheck`` on a small float64 input.
     """
     dtype = DTYPES[ctx.variant]
     ref = gradient_reference(ctx)
@@ -342,13 +347,13 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
                              if difference > tolerance else (0.0, ""))
             if gap.excess(tolerance, floor) > 1:
                 found = mismatch(expected, got, Allowance(0.0, tolerance * largest(expected))) or {}
-                where = (f"; worst at index {tuple(found['index'])}: {found['actual']:.6g} vs {found['expected']:.6g}"
-                         if found else "")
+                where = (f": at index {tuple(found['index'])} it is {found['actual']:.6g} there and "
+                         f"{found['expected']:.6g} when every tensor requires grad" if found else "")
                 raise CheckFailed(
                     f"{description}, the gradient of {name} differs from its gradient when every tensor requires "
-                    f"grad: relative difference {difference:.3g} > tolerance {tolerance:g}"
-                    f"{_floor_text(floor, source)}{where}",
-                    mask=description, tensor=name, relative_difference=difference, tolerance=tolerance, **found)
+                    f"grad{where} (a difference of {difference:.3g} × its norm, over the tolerance {tolerance:g})",
+                    mask=description, tensor=name, relative_difference=difference, tolerance=tolerance,
+                    **_floor_details(floor, source), **found)
     return (f"{len(masks)} pattern(s) of frozen tensors leave the other gradients unchanged "
             f"(largest relative difference {worst:.2g}, tolerance {tolerance:g})",
             {"patterns": [d for d, _ in masks], "largest_relative_difference": worst})
@@ -568,13 +573,13 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
         g, e = low[worst], high[worst]
         assert g is not None and e is not None
         found = mismatch(e, g, Allowance(0.0, tolerance * largest(e))) or {}
-        where = (f"; worst at index {tuple(found['index'])}: {name} {found['actual']:.6g} vs float64 "
-                 f"{found['expected']:.6g}" if found else "")
+        where = (f": at index {tuple(found['index'])} the {name} gradient is {found['actual']:.6g}, the float64 "
+                 f"one {found['expected']:.6g}" if found else "")
         raise CheckFailed(
             f"the {name} gradient of {names[worst]} differs from the float64 gradient (which agrees with "
-            f"finite differences): relative difference {differences[worst]:.3g} > tolerance {tolerance:g}"
-            f"{_floor_text(floors[worst], sources[worst])}{where}",
-            tensor=names[worst], **details, **found)
+            f"finite differences){where} (a difference of {differences[worst]:.3g} × its norm, over the tolerance "
+            f"{tolerance:g})",
+            tensor=names[worst], **details, **_floor_details(floors[worst], sources[worst]), **found)
     # Both differ from each other and the float64 one is wrong: judge this one on its own.
     with skip_if_not_differentiable():
         own = judge(ref.fd, low, tolerance)
@@ -633,8 +638,9 @@ class _Gap:
         return ratio(self.difference, tolerance * self.size + floor)
 
 
-def _floor_text(floor: float, source: str) -> str:
-    return f", beyond the rounding floor {floor:.3g} of its norm ({source})" if floor > 0 else ""
+def _floor_details(floor: float, source: str) -> dict[str, Any]:
+    """The rounding floor a difference was judged beyond, for the details (not the message)."""
+    return {"rounding_floor": floor, "rounding_floor_source": source} if floor > 0 else {}
 
 
 def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[torch.Tensor | None],

@@ -188,7 +188,7 @@ def _once_differentiable(fn: LayerFunction) -> CheckFailed:
     if marked:
         why = (f"the backward of {', '.join(marked)} is decorated with @once_differentiable, so a double backward "
                "(gradient penalties, Hessian-vector products, torch.func.hessian) raises \"trying to differentiate "
-               "twice a function that was marked with @once_differentiable\". Drop the decorator and write the "
+               "twice a function that was marked with @once_differentiable\". Fix: drop the decorator and write the "
                "backward with differentiable torch operations on ctx.saved_tensors")
     else:
         why = ("the first gradient's graph holds a node that raises when it is differentiated (a library's Function "
@@ -259,16 +259,17 @@ def _wrong_jvp(ref: Reference, fn: LayerFunction, bad: list[tuple[Comparison, Co
                details: dict[str, Any], tolerance: float) -> CheckFailed:
     reverse, forward, per_output = bad[0]
     to_reverse = ratio(abs(forward.analytic - reverse.analytic), reverse.spread)
-    lines = [f"the forward-mode directional derivative (jvp) along a random direction over every input and "
-             f"parameter is {forward.analytic:.9g}; float64 finite differences give {reverse.numeric:.9g} and reverse "
-             f"mode <g, d> {reverse.analytic:.9g}: relative error {forward.relative_error:.2g} to the differences, "
-             f"{to_reverse:.2g} to reverse mode, tolerance {tolerance:g}"]
+    overall = (f"Along a random direction over every input and parameter the forward-mode derivative (jvp) gives "
+               f"{forward.analytic:.9g}, float64 finite differences {reverse.numeric:.9g} and reverse mode (the "
+               f"gradient) {reverse.analytic:.9g}: the jvp is off by {forward.relative_error:.2g} × the derivative's "
+               f"size from the differences and {to_reverse:.2g} × from reverse mode, over the tolerance {tolerance:g}")
     wrong, right = _wrong_tangents(ref, fn, reverse.probe, tolerance)
     if wrong:
-        lines.append("wrong: " + " | ".join(f"{w['tensor']} (jvp {w['jvp']:.9g} vs reverse mode {w['reverse']:.9g} "
-                                            "along its part of the direction)" for w in wrong))
+        lines = ["wrong jvp of " + " | ".join(
+            f"{w['tensor']}: along its part of the direction the jvp gives {w['jvp']:.6g}, reverse mode "
+            f"{w['reverse']:.6g}" for w in wrong), overall]
     else:
-        lines.append("no single tensor stands out")
+        lines = [f"wrong jvp: {overall[0].lower()}{overall[1:]}", "no single tensor stands out"]
     outputs = _wrong_output_tangents(ref, reverse, per_output, tolerance)
     if outputs:
         lines.append("through " + " | ".join(outputs))
@@ -389,7 +390,7 @@ def _no_forward_mode(exc: LayerRaised, fn: LayerFunction) -> CheckFailed:
     if missing:
         message = (f"{', '.join(missing)} (torch.autograd.Function) needs a jvp: it defines no jvp staticmethod, so "
                    "forward-mode AD (torch.func.jvp, jacfwd, torch.autograd.forward_ad) raises "
-                   f"{type(exc.exc).__name__} on the layer. Add @staticmethod jvp(ctx, *input_tangents) returning "
+                   f"{type(exc.exc).__name__} on the layer. Fix: add @staticmethod jvp(ctx, *input_tangents) returning "
                    "the output tangent(s), saving what it needs in forward with ctx.save_for_forward, or leave "
                    "forward_ad off for this layer")
     return CheckFailed(message, phase=exc.phase, traceback=exc.trace, functions_without_jvp=missing)

@@ -103,7 +103,8 @@ def deterministic(ctx: Context) -> str:
     second = reference_predict(ctx, rng_seed=ctx.seed + 1)
     assert_close(
         first.outputs, second.outputs, allowance=EXACT,
-        what=f"predict of two identical copies on the same input (random streams seeded {ctx.seed} and {ctx.seed + 1})",
+        what="predict is random: two identical copies of the layer give two results for the same input",
+        labels=(f"the copy with random stream {ctx.seed}", f"the copy with random stream {ctx.seed + 1}"),
     )
     return f"{len(first.outputs)} output(s) bit-identical across copies and random streams"
 
@@ -120,7 +121,9 @@ def finite(ctx: Context) -> str:
 
     One non-finite value poisons every later step of training. Usual causes: a division
     by a statistic that can be zero, ``log``/``sqrt`` of a value that can be negative,
-    ``exp`` that overflows (subtract the maximum first), a missing ``eps``.
+    ``exp`` that overflows (subtract the maximum first), a missing ``eps``. Fix: add an ``eps``
+    to what can be zero, clamp what goes into ``log`` and ``sqrt``, and subtract the maximum
+    before ``exp``.
     """
     predicted = reference_predict(ctx)
     groups = [(output_names(predicted.outputs, "predict "), predicted.outputs), *_trained(ctx)]
@@ -440,7 +443,8 @@ def registered_tensors(ctx: Context) -> str:
         )
         raise CheckFailed(
             f"{len(found)} tensor attribute(s) are neither parameters nor buffers: {listed}. "
-            "Register them (register_buffer or nn.Parameter) so that .to(), state_dict() and optimisers see them",
+            "Fix: register them (register_buffer or nn.Parameter) so that .to(), state_dict() and optimisers see "
+            "them",
             attributes=[name for name, _, _ in found],
         )
     message = f"{len(registered)} tensor(s), all registered"

@@ -125,7 +125,7 @@ def calls(ctx: Context) -> list[Call]:
 
 _WHY = {
     "test_schema": "the operator mutates or aliases an argument differently from what its schema declares "
-                   "(custom_op's mutates_args); declare every argument it writes to, and return no input itself",
+                   "(custom_op's mutates_args). Fix: declare every argument it writes to, and return no input itself",
     "test_faketensor": "the fake kernel (register_fake) does not give the real kernel's output sizes, dtypes or "
                        "strides: torch.compile and export trace with the fake kernel, so they see another output",
     "test_autograd_registration": "the operator takes tensors that require grad but has no backward registered "
@@ -159,9 +159,12 @@ def _opcheck(ctx: Context, test: str) -> str:
                              f"{exc}") from exc
         if outcome != "SUCCESS":
             text = f"{type(outcome).__name__}: {outcome}" if isinstance(outcome, BaseException) else str(outcome)
-            first = next((line.strip() for line in text.splitlines() if line.strip()), text)[:300]
-            raise CheckFailed(f"{call.name}: {_WHY[test]} (opcheck {test}: {first})", operator=call.name,
-                              opcheck=test, error=text[-4000:])
+            first = next((line.strip() for line in text.splitlines() if line.strip()), text)
+            if len(first) > 300:  # the whole text is in the details
+                first = first[:300].rsplit(" ", 1)[0] + " …"
+            why, _, fix = _WHY[test].partition(". Fix: ")
+            raise CheckFailed(f"{call.name}: {why} (opcheck {test}: {first})" + (f". Fix: {fix}" if fix else ""),
+                              operator=call.name, opcheck=test, error=text[-4000:])
     names = ", ".join(call.name for call in found)
     if test == "test_autograd_registration" and unrecorded:
         return (f"{names}: opcheck's {test} passes; not tested: {', '.join(unrecorded)}, called only where autograd "
@@ -220,7 +223,9 @@ def op_autograd_registration(ctx: Context) -> str:
     tensors that require grad must have a backward registered (``register_autograd``).
 
     Without one, autograd either raises at backward or silently treats the operator as a
-    constant. ``gradients`` judges the registered backward's values against finite differences.
+    constant. Fix: ``torch.library.register_autograd(name, backward, setup_context=...)`` for
+    the operator, or call it inside an ``autograd.Function``. ``gradients`` judges the
+    registered backward's values against finite differences.
     An operator called only where autograd does not record the call (inside an
     ``autograd.Function``'s forward, under ``no_grad``) needs none and is not tested (Note [calls
     autograd records]).
@@ -239,5 +244,7 @@ def op_aot_dispatch(ctx: Context) -> str:
     """Runs ``torch.library.opcheck``'s ``test_aot_dispatch_dynamic``: the operator, with its
     fake kernel and its backward, must trace under AOT autograd with dynamic shapes, as
     torch.compile traces a training step. Opt-in: it is slow (a second or more per operator).
+    Fix: a fake kernel that builds its outputs from the inputs' sizes (no fixed sizes, no
+    reads of values) and a backward made of traceable torch operations.
     """
     return _opcheck(ctx, "test_aot_dispatch_dynamic")

@@ -80,8 +80,8 @@ def state_valid(ctx: Context) -> str:
             raise CheckFailed(
                 f"state {graphs[0]!r} after {mode} is attached to the autograd graph (requires grad): the layer "
                 "keeps its last call's graph alive (every call's, where the next call builds on it: memory grows "
-                "and a second backward fails), and copy.deepcopy of the layer raises meanwhile; update state under "
-                "torch.no_grad() or store .detach()",
+                "and a second backward fails), and copy.deepcopy of the layer raises meanwhile. Fix: update state "
+                "under torch.no_grad() or store .detach()",
                 buffers=graphs, mode=mode,
             )
         for name, old in initial.items():
@@ -216,12 +216,14 @@ def reset_state(ctx: Context) -> str:
                                   f"{'None' if old is None else describe_shapes([old])[0]}", buffer=name)
             continue
         if old.shape != new.shape:
-            raise CheckFailed(f"{what}: size {tuple(new.shape)}, expected {tuple(old.shape)}", buffer=name)
+            raise CheckFailed(f"{what}: size {tuple(new.shape)} after reset_state, {tuple(old.shape)} initially",
+                              buffer=name)
         assert_close([old], [new.detach()], what=what, names=[f"state {name!r}"],
-                     allowance=rounding_allowance_of(ctx))
+                     allowance=rounding_allowance_of(ctx), labels=("initially", "after reset_state"))
     again = _forward(subject, inputs)
     assert_close(first, again, what="the first output after reset_state vs the first output of the fresh layer",
-                 names=output_names(first), allowance=rounding_allowance_of(ctx))
+                 names=output_names(first), allowance=rounding_allowance_of(ctx),
+                 labels=("the fresh layer", "after reset_state"))
     which = f" ({', '.join(moved)} moved)" if moved else ""
     return (f"reset_state after {_RESET_CALLS} forward calls restored {len(initial)} buffer(s){which} "
             "and the first output")
@@ -274,7 +276,8 @@ def state_dict(ctx: Context) -> str:
     expected = predict_run(source, source.inputs()).outputs
     actual = predict_run(Subject(ctx.target, reborn), source.inputs()).outputs
     assert_close(expected, actual, names=output_names(expected), allowance=path_allowance(ctx, PREDICT),
-                 what="predict of the saved layer vs a fresh instance (other seed) loaded from its state_dict")
+                 what="predict of the saved layer vs a fresh instance (other seed) loaded from its state_dict",
+                 labels=("the saved layer", "the loaded instance"))
     return f"{len(saved)} state-dict entries reproduce {len(expected)} output(s) in a fresh instance"
 
 

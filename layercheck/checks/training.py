@@ -84,7 +84,7 @@ def train_step(ctx: Context) -> str:
             why = "frozen for this step by layercheck" if name == chosen else "requires_grad=False"
             raise CheckFailed(f"parameter {name!r} ({why}) changed in the training step: the layer writes into it "
                               "(a .data update in forward?); only the optimizer may move parameters, and not frozen "
-                              "ones. Keep what forward updates in a buffer", tensor=f"parameter {name!r}")
+                              "ones. Fix: keep what forward updates in a buffer", tensor=f"parameter {name!r}")
     _assert_finite_after(subject, inputs)
     frozen_text = ((f", {len(frozen)} frozen one(s) unchanged" if frozen else ", no frozen parameter to watch")
                    + (f" ({chosen!r} frozen for the step)" if chosen else ""))
@@ -109,8 +109,8 @@ def _assert_stepped(ctx: Context, name: str, old: torch.Tensor, new: torch.Tenso
     index = tuple(int(i) for i in wrong.nonzero()[0])
     still = bool((moved == 0).all())
     why = ("it did not move at all: the optimizer stepped another tensor than the one the layer now holds (a "
-           "parameter created anew in forward, self.w = nn.Parameter(...)?). Compute derived values from the "
-           "parameter instead of reassigning it" if still else
+           "parameter created anew in forward, self.w = nn.Parameter(...)?). Fix: compute derived values from "
+           "the parameter instead of reassigning it" if still else
            "something else moved it too (a forward that writes into the parameter?)")
     raise CheckFailed(f"after one SGD step (lr={_LR:g}), {tensor} moved by {float(moved[index]):.6g} at index {index} "
                       f"where -lr·grad is {float(wanted[index]):.6g} ({int(wrong.sum())} of {wrong.numel()} elements); "

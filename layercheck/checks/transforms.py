@@ -190,8 +190,9 @@ def _amp_hint(ctx: Context, device_type: str) -> tuple[str, str]:
     devices = {cls: _amp_device(cls) for cls in _functions(ctx)}
     lacking = [cls.__name__ for cls, device in devices.items() if device is None]
     elsewhere = sorted({device for device in devices.values() if device not in (None, device_type)})
-    decorate = (f"Decorate forward with @torch.amp.custom_fwd(device_type={device_type!r}) (cast_inputs=torch.float32 "
-                f"runs it in float32) and backward with @torch.amp.custom_bwd(device_type={device_type!r})")
+    decorate = (f"Fix: decorate forward with @torch.amp.custom_fwd(device_type={device_type!r}) "
+                f"(cast_inputs=torch.float32 runs it in float32) and backward with "
+                f"@torch.amp.custom_bwd(device_type={device_type!r})")
     if lacking:
         return (f"{', '.join(lacking)} (torch.autograd.Function) has no @torch.amp.custom_fwd/@torch.amp.custom_bwd: ",
                 ". Under autocast its forward computes in the autocast dtype where autocast casts (matmul, linear, "
@@ -202,8 +203,8 @@ def _amp_hint(ctx: Context, device_type: str) -> tuple[str, str]:
                 f"device_type={' and '.join(map(repr, elsewhere))}, not {device_type!r}: ",
                 f". The decorators act on their own device type's autocast only: under autocast({device_type!r}) "
                 "the forward computes in the autocast dtype where autocast casts (matmul, linear, conv) and the "
-                f"backward runs outside autocast on a mix of dtypes. For a layer that trains on {device_type} too, "
-                f"{decorate[0].lower()}{decorate[1:]} (one Function per device type, chosen by the input's "
+                f"backward runs outside autocast on a mix of dtypes. Fix: for a layer that trains on {device_type} "
+                f"too, {decorate.removeprefix('Fix: ')} (one Function per device type, chosen by the input's "
                 "device, where it must run on several)")
     return "", ""
 
@@ -409,8 +410,8 @@ def _functional_call_agrees(ctx: Context, inputs: list[torch.Tensor]) -> str:
     except CheckFailed as exc:
         raise CheckFailed(f"{exc.message}. functional_call replaces the parameters' attributes for the call: the layer "
                           "reads a parameter through a reference kept elsewhere (a list or dict of its weights, a "
-                          "tensor derived in __init__). Read parameters from their attributes (self.weight) at call "
-                          "time", **exc.details) from None
+                          "tensor derived in __init__). Fix: read parameters from their attributes (self.weight) at "
+                          "call time", **exc.details) from None
     if not nudged:
         return "functional_call (no learnable parameter to vary) matches the layer; "
     return f"functional_call with other values of {len(nudged)} parameter(s) matches the layer loaded with them; "

@@ -64,9 +64,12 @@ def disagreement(ref: Reference, what: str, details: dict[str, Any], *, brief: b
     may explain it (``eval_mode``: its gradients agree in eval mode). ``what``: what disagrees."""
     wrong, right, outputs = ref.diagnosis()
     differences = "float32" if ref.float64_failure is not None else "float64"
-    overall = f"{what} disagree with {differences} finite differences ({ref.verdict.summary()})"
+    # each number named by what gives it
+    sides = (("the double backward", "finite differences of the gradient") if derivative == "second derivative" else
+             ("the gradient", "finite differences of the forward"))
+    overall = f"{what} disagree with {differences} finite differences ({ref.verdict.summary(sides)})"
     if wrong:  # what to fix first, the combined numbers after
-        lines = [f"wrong {derivative} of " + " | ".join(f.describe(brief=brief) for f in wrong), overall]
+        lines = [f"wrong {derivative} of " + " | ".join(f.describe(brief=brief, sides=sides) for f in wrong), overall]
     else:
         lines = [overall, "no single tensor stands out: small errors spread over several"]
     if outputs:

@@ -69,16 +69,19 @@ class Finding:
     pattern: str | None = None  # how the gradient relates to the right one (numerics/patterns.py)
     cut_short: bool = False  # narrowing stopped at the diagnosis' share of the time limit
 
-    def describe(self, *, brief: bool = False) -> str:
+    def describe(self, *, brief: bool = False,
+                 sides: tuple[str, str] = ("the gradient", "finite differences of the forward")) -> str:
         text = f"{self.name}: "
-        if self.pattern:
-            text += f"{self.pattern}; "
-        text += f"directional derivative {self.verdict.summary()}"
+        if self.pattern:  # said of the derivative judged (the double backward's, for gradgrad)
+            text += f"{sides[0]}{self.pattern.removeprefix('the gradient')}; " if self.pattern.startswith(
+                "the gradient ") else f"{self.pattern}; "
+        text += self.verdict.summary(sides)
         if self.regions:
             text += "; disagreement confined to " + ", ".join(self.regions)
         if self.elements and not brief:
             shown = "; ".join(
-                f"{tuple(e['index'])} analytic {e['analytic']:.6g} vs numeric {e['numeric']:.6g}"
+                f"at {tuple(e['index'])} {sides[0].removeprefix('the ')} {e['analytic']:.6g}, finite differences "
+                f"{e['numeric']:.6g}"
                 for e in self.elements[:3])
             text += (f"; {len(self.elements)} of {self.checked_elements} element(s) differenced one by one "
                      f"disagree: {shown}")

@@ -43,13 +43,13 @@ def explain(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch
 
     elements = f"all {grad.numel()} elements" if grad.numel() > 1 else "its one element"
     if not bool(grad.abs().sum() > 0):
-        return (f"the analytic gradient is zero over {elements}, but the output depends on it: a path detached "
+        return (f"the gradient is zero over {elements}, but the output depends on it: a path detached "
                 "or computed under no_grad, or a gradient never filled in?")
     if holds(torch.zeros_like(grad)):
         return (f"the right gradient is zero over {elements} (the loss does not depend on it: e.g. a bias "
                 "removed by a normalisation after it; or the forward is piecewise constant in it, a round or a "
                 "quantiser, and a straight-through backward passes a gradient on purpose, which is not the "
-                "derivative: skip this check for such a layer, --skip gradients), but the analytic one is not")
+                "derivative: skip this check for such a layer, --skip gradients), but the layer's is not")
     first = fd.compare(probes[0], grads, tolerance)
     if first.numeric != 0:
         factor = first.analytic / first.numeric
@@ -67,9 +67,10 @@ def explain(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch
 
 def _factor_text(factor: float, elements: str, sizes: Mapping[int, str]) -> str:
     if abs(factor + 1) <= FACTOR_MATCH:
-        return (f"analytic = −numeric for {elements}: the sign is flipped (on purpose only in a gradient-reversal "
+        return (f"the gradient is −1 × what finite differences give, over {elements}: the sign is flipped (on purpose "
+                "only in a gradient-reversal "
                 "layer, whose backward is not the derivative: skip this check for such a layer, --skip gradients)")
-    return f"analytic = {factor:.4g} × numeric for {elements} ({_origin(factor, sizes)})"
+    return f"the gradient is {factor:.4g} × what finite differences give, over {elements} ({_origin(factor, sizes)})"
 
 
 def _origin(factor: float, sizes: Mapping[int, str]) -> str:

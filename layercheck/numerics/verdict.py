@@ -3,6 +3,7 @@ with the finite differences along a few random directions."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,11 +66,20 @@ class Verdict:
     def precision_limited(self) -> bool:
         return self.step > BASE_STEP
 
-    def summary(self) -> str:
+    def summary(self, sides: tuple[str, str] = ("the gradient", "finite differences of the forward")) -> str:
+        """The worst direction's two numbers, each named (``sides``: what gives the analytic
+        number and what the numeric one): what the gradient gives along it and what finite
+        differences of the forward give, and their difference against the tolerance (relative
+        to the gradient's size, not to either number: they are projections)."""
         worst = self.worst
-        text = (f"analytic {worst.analytic:.9g} vs numeric {worst.numeric:.9g}, relative error "
-                f"{worst.relative_error:.2g} {'<=' if self.passed else '>'} tolerance {self.tolerance:g}")
-        return text
+        analytic, numeric = distinct(worst.analytic, worst.numeric)
+        error = worst.relative_error
+        if not math.isfinite(error):
+            return (f"along a random direction {sides[0]} gives {analytic}, {sides[1]} {numeric}: {sides[0]} is zero "
+                    "along every direction and the differences are not")
+        return (f"along a random direction {sides[0]} gives {analytic}, {sides[1]} {numeric}: a difference of "
+                f"{error:.2g} × the size of {sides[0]}, {'within' if self.passed else 'over'} the tolerance "
+                f"{self.tolerance:g}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +91,15 @@ class Verdict:
             "retried_with_fresh_directions": self.retried,
             "precision": str(self.precision).removeprefix("torch."),
         }
+
+
+def distinct(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with as few significant digits as show them apart (4 to 10)."""
+    for digits in range(4, 11):
+        shown = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if shown[0] != shown[1]:
+            return shown
+    return f"{a:.10g}", f"{b:.10g}"
 
 
 def judge(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.Tensor | None], tolerance: float, *,
@@ -228,4 +247,5 @@ def _jump(fd: FiniteDifferences[DifferentiableFunction], failing: Sequence[Compa
             "derivative's change shrinks with the step; this one does not), so some output sits on a "
             "discontinuity at the generated values (an angle at its ±π cut whose imaginary part is zero but "
             "for rounding, a rounding or a comparison exactly at its threshold), and finite differences cannot "
-            f"judge the gradient there (analytic {worst.analytic:.6g} vs numeric {worst.numeric:.6g})")
+            f"judge the gradient there (the gradient gives {worst.analytic:.6g} along a random direction, the "
+            f"differences {worst.numeric:.6g})")

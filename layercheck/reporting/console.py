@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 import io
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
@@ -26,6 +27,7 @@ from layercheck.reporting.details import (
     NOT_APPLICABLE,
     NOT_JUDGED,
     counts_text,
+    details_text,
     label,
     labelled_notes,
     skipped_as,
@@ -151,12 +153,26 @@ def print_failures(report: Report, console: Console, *, verbose: bool = False) -
         console.print(Text.assemble((f"{r.status.value.upper()} ", STYLES[r.status]), (label(r), "bold"),
                                     f" ({run.target}):"))
         console.print(Padding(Text(r.message), (0, 0, 0, 2), expand=False))
+        internals = _internals(r.details) if verbose else ""
+        if internals:
+            console.print(Padding(Text(internals, style="dim"), (0, 0, 0, 4), expand=False))
         trace = r.details.get("traceback")
         if trace and (verbose or r.status is Status.FAILED):
             console.print(Text(str(trace).rstrip("\n"), style="dim"), soft_wrap=True)
         if "reproduce" in r.details:
             command = reproduce_lines(str(r.details["reproduce"]), console.width)
             console.print(Text("\n".join(command), style="cyan"), soft_wrap=True)
+
+
+# Details a failure's message leaves out, shown under --verbose where they are short: the
+# allowance a comparison exceeded (its rounding floor and where that comes from), tolerances.
+_NOT_INTERNALS = ("traceback", "reproduce", "output", "warnings")
+
+
+def _internals(details: Mapping[str, Any]) -> str:
+    """The short plain details of a failure (numbers and one-line texts), one ``key: value`` a line."""
+    return details_text({key: value for key, value in details.items() if key not in _NOT_INTERNALS
+                         and isinstance(value, (str, int, float)) and len(str(value)) <= 200})
 
 
 def reproduce_lines(command: str, width: int) -> list[str]:
