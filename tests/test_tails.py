@@ -9,6 +9,7 @@ from torch import nn
 
 from layercheck import check_layer
 from layercheck.checks import gradients as gradient_checks
+from layercheck.numerics import second_looks
 from layercheck.result import Status
 
 from conftest import run_zoo
@@ -22,13 +23,13 @@ def test_a_backward_wrong_only_beyond_the_standard_draws_range_fails_on_the_scal
     result = _gradients(run_zoo("gradients_wrong_in_the_tails", only=("gradients",)))["float64"]
     assert result.status is Status.FAILED
     assert "wrong gradient of input 0" in result.message
-    assert f"on the inputs scaled by {gradient_checks.TAILS_SCALE:g}" in result.message
+    assert f"on the inputs scaled by {second_looks.TAILS_SCALE:g}" in result.message
     assert "tails" in result.details
 
 
 def test_without_the_scaled_draw_the_same_backward_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     """What the draw adds: standard-normal inputs at this size never reach |x| > 4.6."""
-    monkeypatch.setattr(gradient_checks, "tails_reference", lambda ctx, beside=False: None)
+    monkeypatch.setattr(gradient_checks, "tails_draw", lambda ctx, beside=False: None)
     result = _gradients(run_zoo("gradients_wrong_in_the_tails", only=("gradients",)))["float64"]
     assert result.status is Status.PASSED, result.message
 
