@@ -172,13 +172,20 @@ def _scaled(inputs: Sequence[torch.Tensor], scaled: Sequence[bool], scale: float
     return [x * scale if flag else x for x, flag in zip(inputs, scaled)]
 
 
+def _in(dtype: torch.dtype, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The floating inputs in ``dtype`` (complex ones in its complex dtype); the others (a
+    boolean mask, indices) as they are."""
+    complex_dtype = torch.complex128 if dtype is torch.float64 else torch.complex64
+    return [x.to(dtype) if x.is_floating_point() else x.to(complex_dtype) if x.is_complex() else x for x in inputs]
+
+
 def first_scale_not_finite(ctx: Context, draw: TailsDraw, dtype: torch.dtype, beside: bool) -> str:
     """", first at the inputs scaled by 2.5 (magnitudes up to 8.2)": the smallest scale on
     TAILS_LADDER at which a fresh layer's run in ``dtype`` is not finite; "" where that is only
     at TAILS_SCALE (or the layer raises before)."""
     for scale in TAILS_LADDER:
         subject = fresh_layer(ctx, dtype, beside, sample=draw.sample)
-        inputs = [x.to(dtype) for x in _scaled(draw.inputs, draw.scaled, scale / TAILS_SCALE)]
+        inputs = _in(dtype, _scaled(draw.inputs, draw.scaled, scale / TAILS_SCALE))
         try:
             run = analytic_run(ctx, subject, inputs).check_ran()
         except LayerRaised:
@@ -256,7 +263,7 @@ def tails_in_float32(ctx: Context, *, beside: bool = False) -> TailsInFloat32 | 
         return None
     subject = fresh_layer(ctx, torch.float32, beside, sample=draw.sample)
     try:
-        run = analytic_run(ctx, subject, [x.to(torch.float32) for x in draw.inputs]).check_ran()
+        run = analytic_run(ctx, subject, _in(torch.float32, draw.inputs)).check_ran()
     except LayerRaised:
         return None  # backward_runs and the first draw report what the layer raises
     return TailsInFloat32(draw, list(run.outputs), list(run.grads),
