@@ -611,7 +611,7 @@ def _judge_tails_float32(ctx: Context, ref: Reference, tolerance: float, first: 
                           "torch.nn.functional.softplus)", **details)
     if draw.reference is None or not draw.reference.verdict.passed:
         return ""  # finite differences do not vouch for the float64 gradients there
-    gaps = [_Gap(*gap) for gap in found.gaps()]
+    gaps = [_Gap.of(low, high) for low, high in zip(found.grads, draw.grads)]
     floors = [tails_norm_floor(ctx, name, beside=ref.beside) if gap.relative > tolerance else 0.0
               for name, gap in zip(names, gaps)]
     # beyond the tolerance and the floor, and TAILS_WORSE times what the first draw gives: a

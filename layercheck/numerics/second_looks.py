@@ -243,17 +243,6 @@ class TailsInFloat32:
                         f"{largest_there:.3g} in magnitude, within float32's range){self.since()}")
         return None
 
-    def gaps(self) -> list[tuple[float, float]]:
-        """Per tensor, (‖g32 − g64‖, ‖g64‖) in float64; (0, 0) where either is missing."""
-        found = []
-        for low, high in zip(self.grads, self.draw.grads):
-            if low is None or high is None or low.shape != high.shape:
-                found.append((0.0, 0.0))
-                continue
-            e = high.detach().to(torch.float64)
-            found.append((float((low.detach().to(torch.float64) - e).norm()), float(e.norm())))
-        return found
-
 
 def tails_in_float32(ctx: Context, *, beside: bool = False) -> TailsInFloat32 | None:
     """The float32 layer's run on the draw into the tails (Note [tails in float32]); None where
