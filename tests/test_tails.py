@@ -1,7 +1,7 @@
 """The gradient check's draw into the tails (Note [tails]): a backward wrong only at large
 magnitudes is caught, on small layers and on large ones (on the first observations of the
-batch); a layer that overflows there is named in a note, not failed; and float32 is held there
-to float64 (Note [tails in float32]): not finite where float64 is, or far from it, fails."""
+batch); a layer that overflows there is named in a note, not failed; and float32 that is not
+finite there where float64 is fails (Note [tails in float32])."""
 
 from __future__ import annotations
 
@@ -105,7 +105,8 @@ def test_without_the_float32_tails_the_overflowing_softmax_passes(monkeypatch: p
 def test_the_stable_softmax_agrees_in_float32_in_the_tails() -> None:
     result = _gradients(run_zoo("good_sharp_softmax", only=("gradients",)))["float32"]
     assert result.status is Status.PASSED, result.message
-    assert "they match on the inputs scaled by 4" in result.message
+    assert "on the inputs scaled by 4 (magnitudes up to" in result.message
+    assert "the float32 run is finite wherever the float64 run is" in result.message
 
 
 class _ExpSavedInBFloat16(torch.autograd.Function):
@@ -128,9 +129,11 @@ class ExpSavedInBFloat16(nn.Module):
         return _ExpSavedInBFloat16.apply(x)
 
 
-def test_float32_gradients_that_lose_precision_at_large_magnitudes_fail_in_the_tails() -> None:
+def test_float32_gradients_far_from_float64_in_the_tails_are_recorded_not_judged() -> None:
+    """At large magnitudes float32 parts from float64 where nothing is wrong (an underflow to
+    zero, a routing decision near a tie), so the distance is recorded in the details only
+    (Note [tails in float32]); this one is 2.5% there."""
     result = _gradients(check_layer(ExpSavedInBFloat16, "4,3,5:BCU", seed=3, checks=["gradients"]).runs[0])["float32"]
-    assert result.status is Status.FAILED, result.message
-    assert result.message.startswith("on the inputs scaled by 4")
-    assert "the float32 gradient of input 0 differs from the float64 gradient" in result.message
-    assert "on the first draw they agree" in result.message
+    assert result.status is Status.PASSED, result.message
+    assert result.details["tails_relative_differences"]["input 0"] > 0.01
+    assert "the float32 run is finite wherever the float64 run is" in result.message

@@ -43,13 +43,11 @@ from layercheck.numerics.second_looks import (
     second_draw_reference,
     tails_draw,
     tails_in_float32,
-    tails_norm_floor,
 )
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, judge
 from layercheck.registry import check
 from layercheck.sdk import (
     DTYPES,
-    FLOOR_SOURCE,
     FORWARD,
     Allowance,
     CheckFailed,
@@ -549,7 +547,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
                   f"within the rounding floor measured for {'it' if one else 'them'}: {name}'s own rounding moves "
                   f"{'its gradient' if one else 'their gradients'} as much (a gradient zero by cancellation, or one "
                   "the layer amplifies rounding into)" if floored else "")
-        tails = (_judge_tails_float32(ctx, ref, tolerance, differences, details)
+        tails = (_judge_tails_float32(ctx, ref, details)
                  if dtype is torch.float32 and ref.verdict.passed else "")
         return (f"{name} gradients of {count_names(names)} match the float64 gradients (largest relative "
                 f"difference {differences[worst]:.2g} in {names[worst]}, tolerance {tolerance:g}{within}), which "
@@ -589,18 +587,13 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     raise disagreement(ref, f"{name} gradients differ from the float64 ones ({own.summary()}), and both", details)
 
 
-TAILS_WORSE = 4  # how much further float32 may be from float64 in the tails than on the first draw
-
-
-def _judge_tails_float32(ctx: Context, ref: Reference, tolerance: float, first: Sequence[float],
-                         details: dict[str, Any]) -> str:
+def _judge_tails_float32(ctx: Context, ref: Reference, details: dict[str, Any]) -> str:
     """The float32 run on the draw into the tails against the float64 one (Note [tails in
-    float32] in numerics/second_looks.py): what the success message adds, or CheckFailed.
-    ``first``: each tensor's relative difference on the first draw."""
+    float32] in numerics/second_looks.py): what the success message adds, or CheckFailed."""
     found = tails_in_float32(ctx, beside=ref.beside)
     if found is None:
         return ""
-    draw, names = found.draw, found.draw.names
+    draw = found.draw
     overflow = found.overflow()
     if overflow is not None:
         details["tails_overflow"] = overflow
@@ -609,26 +602,10 @@ def _judge_tails_float32(ctx: Context, ref: Reference, tolerance: float, first: 
                           "subtracted, as in a hand-written softmax or log-sum-exp; log(1 + exp(x)) for softplus; "
                           "a square of a large value): compute it the stable way (torch.softmax, torch.logsumexp, "
                           "torch.nn.functional.softplus)", **details)
-    if draw.reference is None or not draw.reference.verdict.passed:
-        return ""  # finite differences do not vouch for the float64 gradients there
-    gaps = [_Gap.of(low, high) for low, high in zip(found.grads, draw.grads)]
-    floors = [tails_norm_floor(ctx, name, beside=ref.beside) if gap.relative > tolerance else 0.0
-              for name, gap in zip(names, gaps)]
-    # beyond the tolerance and the floor, and TAILS_WORSE times what the first draw gives: a
-    # precision the layer loses at large magnitudes, not the one it has everywhere
-    excess = [min(gap.excess(tolerance, floor), ratio(gap.relative, TAILS_WORSE * max(before, tolerance / 10)))
-              for gap, floor, before in zip(gaps, floors, first)]
-    worst = max(range(len(names)), key=lambda i: excess[i])
-    details["tails_relative_differences"] = dict(zip(names, [gap.relative for gap in gaps]))
-    if excess[worst] > 1:
-        raise CheckFailed(
-            f"{draw.where()}, the float32 gradient of {names[worst]} differs from the float64 gradient (which "
-            f"agrees with finite differences there): relative difference {gaps[worst].relative:.3g} > tolerance "
-            f"{tolerance:g}{_floor_text(floors[worst], FLOOR_SOURCE)}; on the first draw they agree (relative "
-            f"difference {first[worst]:.2g}): the layer loses "
-            "float32 precision at large magnitudes (an input saved for backward in a lower precision, log(1 + x) "
-            "for log1p, a cancellation?)", tensor=names[worst], **details)
-    return f"; they match {draw.where()} too (largest relative difference {gaps[worst].relative:.2g})"
+    differences = [_Gap.of(low, high).relative for low, high in zip(found.grads, draw.grads)]
+    details["tails_relative_differences"] = dict(zip(draw.names, differences))
+    return (f"; {draw.where()} the float32 run is finite wherever the float64 run is (largest relative difference "
+            f"of its gradients there {max(differences, default=0.0):.2g}, recorded, not judged)")
 
 
 def _floors(ctx: Context, names: Sequence[str], gaps: Sequence[_Gap], tolerance: float,
