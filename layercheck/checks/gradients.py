@@ -225,7 +225,7 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     mirrored too (the other side of every comparison). Every layer is judged again with its
     standard-normal inputs scaled by 4 (magnitudes up to about 13, where saturation and
     overflow live; a large layer on the first few observations of its batch), and float32
-    there must stay finite where float64 is and agree with it.
+    there must stay finite wherever float64 is finite and within float32's range.
 
     It never skips over something the layer did: a float64 run that is not finite where the
     float32 run is fails, naming the tensor, and the float32 gradients are then judged
