@@ -1895,6 +1895,10 @@ _FLOAT32_ONLY = ("it allocates its running row maxima with torch.full(..., -torc
 
 # Why a layer meant to be correct fails a check: (layer name, check) -> the reason
 FINDINGS: dict[tuple[str, str], str] = {
+    ("transformers RecurrentGemmaRglru", "observations"): (
+        "by design: the RG-LRU keeps its last hidden state in a plain attribute (self.recurrent_states, sized by "
+        "the batch) and starts every call from it, a decoding cache the model resets (_setup_cache); a batch of "
+        "another size after the first raises, and one of the same size continues the first's sequence"),
     ("speechbrain QLinear, hand-written backward", "needs_input_grad"): (
         "true: QuaternionLinearCustomBackward computes the four weight gradients only when ctx.needs_input_grad[1] "
         "(r_weight) is set, so with r_weight frozen i_weight, j_weight and k_weight get none and stop training"),

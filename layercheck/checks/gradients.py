@@ -43,14 +43,14 @@ from layercheck.numerics.reference import (
     surrogate_slots,
 )
 from layercheck.numerics.second_looks import (
-    TAILS_SCALE,
     eval_reference,
     held_constant,
     parameters_written,
     second_call_reference,
     second_draw_after_writes,
     second_draw_reference,
-    tails_reference,
+    tails_draw,
+    tails_in_float32,
 )
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, judge
 from layercheck.registry import check
@@ -229,9 +229,11 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     tensor by tensor. Every evaluation restarts from the same state and random stream, so
     dropout, running statistics and recurrent state are a fixed function; kinks (ReLU,
     abs, clamp, max-pooling) crossed by a step are recognised and not reported. A small
-    layer (up to 4096 input and parameter elements) is judged on two more draws: its
-    standard-normal inputs mirrored (the other side of every comparison) and scaled by 4
-    (magnitudes up to about 13, where saturation and overflow live).
+    layer (up to 4096 input and parameter elements) is judged on its standard-normal inputs
+    mirrored too (the other side of every comparison). Every layer is judged again with its
+    standard-normal inputs scaled by 4 (magnitudes up to about 13, where saturation and
+    overflow live; a large layer on the first few observations of its batch), and float32
+    there must stay finite wherever float64 is finite and within float32's range.
 
     It never skips over something the layer did: a float64 run that is not finite where the
     float32 run is fails, naming the tensor, and the float32 gradients are then judged
@@ -388,12 +390,13 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         ctx.note(f"{_writes(written)}: on a second draw of the inputs every step of the finite differences from "
                  "the fresh layer was written over too, which the analytic gradient by design does not see; from "
                  "the state one call on that draw leaves, as training's second step sees it, they agree")
-    tails = tails_reference(ctx, beside=ref.beside) if verdict.passed else None
-    if tails is not None and not tails.verdict.passed and tails.detach_hint is None:
+    draw = tails_draw(ctx, beside=ref.beside) if verdict.passed else None
+    tails = None if draw is None else draw.reference
+    if draw is not None and tails is not None and not tails.verdict.passed and tails.detach_hint is None:
         details = {**details, "tails": tails.verdict.to_dict()}
-        raise disagreement(tails, f"on the inputs scaled by {TAILS_SCALE:g}, whose magnitudes reach where the "
-                           "first draw's do not (the first draw's agree: a formula wrong only at large "
-                           "magnitudes, a clamp, an overflow?), float64 analytic gradients", details)
+        raise disagreement(tails, f"{draw.where()}, whose magnitudes reach where the first draw's do not (the "
+                           "first draw's agree: a formula wrong only at large magnitudes, a clamp, an overflow?), "
+                           "float64 analytic gradients", details)
     if tails is not None:
         details["tails"] = tails.verdict.to_dict()
     second = second_call_reference(ctx, beside=ref.beside) if verdict.passed else None
@@ -555,9 +558,11 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
                   f"within the rounding floor measured for {'it' if one else 'them'}: {name}'s own rounding moves "
                   f"{'its gradient' if one else 'their gradients'} as much (a gradient zero by cancellation, or one "
                   "the layer amplifies rounding into)" if floored else "")
+        tails = (_judge_tails_float32(ctx, ref, details)
+                 if dtype is torch.float32 and ref.verdict.passed else "")
         return (f"{name} gradients of {count_names(names)} match the float64 gradients (largest relative "
                 f"difference {differences[worst]:.2g} in {names[worst]}, tolerance {tolerance:g}{within}), which "
-                f"{vouched}", details)
+                f"{vouched}{tails}", details)
     if agree:
         if ctx.planned("gradients:float64"):
             raise CheckSkipped(f"the {name} gradients match the float64 ones (largest relative difference "
@@ -591,6 +596,27 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
                            "and differ from the float64 gradients, which gradients[float64] reports wrong: fix "
                            "that first", applies=True)
     raise disagreement(ref, f"{name} gradients differ from the float64 ones ({own.summary()}), and both", details)
+
+
+def _judge_tails_float32(ctx: Context, ref: Reference, details: dict[str, Any]) -> str:
+    """The float32 run on the draw into the tails against the float64 one (Note [tails in
+    float32] in numerics/second_looks.py): what the success message adds, or CheckFailed."""
+    found = tails_in_float32(ctx, beside=ref.beside)
+    if found is None:
+        return ""
+    draw = found.draw
+    overflow = found.overflow()
+    if overflow is not None:
+        details["tails_overflow"] = overflow
+        raise CheckFailed(f"{draw.where()}, {overflow}: the layer overflows in float32 at magnitudes a network's "
+                          "activations reach, where the function it computes does not (an exp without the maximum "
+                          "subtracted, as in a hand-written softmax or log-sum-exp; log(1 + exp(x)) for softplus; "
+                          "a square of a large value): compute it the stable way (torch.softmax, torch.logsumexp, "
+                          "torch.nn.functional.softplus)", **details)
+    differences = [_Gap.of(low, high).relative for low, high in zip(found.grads, draw.grads)]
+    details["tails_relative_differences"] = dict(zip(draw.names, differences))
+    return (f"; {draw.where()} the float32 run is finite wherever the float64 run is (largest relative difference "
+            f"of its gradients there {max(differences, default=0.0):.2g}, recorded, not judged)")
 
 
 def _floors(ctx: Context, names: Sequence[str], gaps: Sequence[_Gap], tolerance: float,

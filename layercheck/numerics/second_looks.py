@@ -5,12 +5,13 @@ writes a training call makes into the parameters (Note [parameter writes])."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from layercheck.compare import all_finite
+from layercheck.compare import all_finite, dtype_name, nonfinite
 from layercheck.context import Context
 from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
 from layercheck.numerics.functions import LayerFunction
@@ -74,48 +75,185 @@ def _second_draw(ctx: Context, beside: bool) -> tuple[Subject, list[torch.Tensor
 
 
 # Note [tails]
-#     Standard-normal inputs at test sizes stay within about ±3.2, so a backward wrong only at
-#     large magnitudes (a sigmoid's derivative computed from an output clamped to [0.01, 0.99],
-#     wrong beyond 4.6; an exp or a log-sum-exp that loses its shift; a softplus that switches
-#     formula) passed every check, as it passes gradcheck. Where the layer is small
-#     (SECOND_DRAW_LIMIT elements, as for the second draw) and some input is drawn standard
-#     normal (the default; a declared range or distribution, integers and masks are the layer's
-#     domain and stay as drawn), the float64 reference is judged once more on the first draw with
-#     those inputs scaled by TAILS_SCALE: a quarter of their elements then lie beyond 4.6 and the
-#     largest near 13. Where finite differences cannot judge that draw (an output jumps, noise),
-#     the first draw's verdict stands, as for the second draw, and so it does where the values the
-#     layer detaches on purpose are the whole disagreement there (Note [approximate detaches] in reference.py: a
-#     detached maximum beside an eps moves the derivative more at large magnitudes, by design);
-#     where the layer's outputs are not finite there, a note says at what magnitude (an overflow
-#     a user's activations may reach).
+#     Standard-normal inputs at test sizes stay within about ±3.2 (±4.5 at a million elements),
+#     so a backward wrong only at large magnitudes (a sigmoid's derivative computed from an output
+#     clamped to [0.01, 0.99], wrong beyond 4.6; an exp or a log-sum-exp that loses its shift; a
+#     softplus that switches formula) passed every check, as it passes gradcheck. Where some input
+#     is drawn standard normal (the default; a declared range or distribution, integers and masks
+#     are the layer's domain and stay as drawn), the float64 reference is judged once more on the
+#     first draw with those inputs scaled by TAILS_SCALE: a quarter of their elements then lie
+#     beyond 4.6 and the largest near 13. A small layer (SECOND_DRAW_LIMIT elements, as for the
+#     second draw) is judged so whole. A larger one is judged on the runner's sample of the batch
+#     where it has made one (its first few observations, about 2^16 input elements: Target.sampled),
+#     which costs a few hundredths of one full-size judgement at SReLU's 24,24,20,128; else (its
+#     inputs are below that size already, or it has no common batch) on the whole batch, one more
+#     judgement. Where finite differences cannot judge that draw (an output jumps, noise), the
+#     first draw's verdict stands, as for the second draw, and so it does where the values the
+#     layer detaches on purpose are the whole disagreement there (Note [approximate detaches] in
+#     reference.py: a detached maximum beside an eps moves the derivative more at large
+#     magnitudes, by design).
+#
+#     The same draw is run in float32 for gradients[float32] (Note [tails in float32]). Where the
+#     float64 outputs or gradients are not finite there, nothing is judged on the draw, and a note
+#     says where and from what magnitude (the smallest scale on TAILS_LADDER at which the run is
+#     not finite): an overflow of the function itself (exp(x²)) that a user's activations may reach.
 TAILS_SCALE = 4.0
+TAILS_LADDER = (1.5, 2.0, 2.5, 3.0, 3.5)  # the scales tried to say where a run stops being finite
 
 
-def tails_reference(ctx: Context, *, beside: bool = False) -> Reference | None:
-    """The float64 reference on the first draw with its standard-normal inputs scaled by
-    TAILS_SCALE, for small layers (Note [tails]); None where there is no such draw or it
-    cannot be judged."""
+@dataclass
+class TailsDraw:
+    """The draw into the tails (Note [tails]): the float64 layer's run on the scaled inputs and
+    the reference judged on it."""
 
-    def build() -> Reference | None:
+    sample: bool  # run on the runner's sample of the batch (a large layer), not the whole batch
+    inputs: list[torch.Tensor]  # float64, scaled where ``scaled``
+    scaled: list[bool]
+    names: Sequence[str]
+    outputs: list[torch.Tensor]  # the float64 run's outputs (kept before the differences let them go)
+    grads: list[torch.Tensor | None]  # its analytic gradients
+    finite: bool  # whether the float64 outputs and gradients are all finite
+    reference: Reference | None  # None where finite differences cannot judge the draw
+    observations: int  # of the batch the draw was run on
+
+    @property
+    def largest(self) -> float:
+        """The largest magnitude of the scaled inputs."""
+        return max(float(x.abs().max()) for x, scale in zip(self.inputs, self.scaled) if scale and x.numel())
+
+    def where(self) -> str:
+        """"on the inputs scaled by 4 (magnitudes up to 13.1)", and on which observations."""
+        sample = f", on the first {self.observations} observations of the batch" if self.sample else ""
+        return f"on the inputs scaled by {TAILS_SCALE:g} (magnitudes up to {self.largest:.3g}{sample})"
+
+
+def tails_draw(ctx: Context, *, beside: bool = False) -> TailsDraw | None:
+    """The float64 run on the first draw with its standard-normal inputs scaled by TAILS_SCALE,
+    and its reference (Note [tails]); None where no input is drawn standard normal."""
+
+    def build() -> TailsDraw | None:
         subject = fresh_layer(ctx, torch.float64, beside)
+        sample = False
         if _elements(ctx, subject) > SECOND_DRAW_LIMIT:
-            return None
-        first = ctx.target.inputs(torch.float64)
-        scaled = [_standard_normal(spec) and x.is_floating_point() for spec, x in zip(ctx.target.specs, first)]
+            subject = fresh_layer(ctx, torch.float64, beside, sample=True)  # the whole batch where none was made
+            sample = subject.target is not ctx.target
+        target = subject.target
+        first = target.inputs(torch.float64)
+        scaled = [_standard_normal(spec) and x.is_floating_point() for spec, x in zip(target.specs, first)]
         if not any(scaled):
             return None
-        inputs = [x * TAILS_SCALE if scale else x for x, scale in zip(first, scaled)]
+        inputs = _scaled(first, scaled, TAILS_SCALE)
         analytic = analytic_run(ctx, subject, inputs)
         run = analytic.check_ran()
         problem = nonfinite_problem(run, analytic.fn.names, "float64")
+        draw = TailsDraw(sample, inputs, scaled, analytic.fn.names, [y.detach().clone() for y in run.outputs],
+                         [None if g is None else g.detach().clone() for g in run.grads], problem is None, None,
+                         target.batch or 0)
         if problem is not None:
-            largest_input = max(float(x.abs().max()) for x, scale in zip(inputs, scaled) if scale)
-            ctx.note(f"on the inputs scaled by {TAILS_SCALE:g} (magnitudes up to {largest_input:.3g}), {problem}: "
-                     "the layer overflows at magnitudes a network's activations may reach")
-            return None
-        return _judged_from(ctx, analytic)
+            since = first_scale_not_finite(ctx, draw, torch.float64, beside)
+            ctx.note(f"{draw.where()}, {problem}{since}: the layer overflows at magnitudes a network's activations "
+                     "may reach")
+            return draw
+        draw.reference = _judged_from(ctx, analytic)
+        return draw
 
     return ctx.shared(f"layercheck.gradients.float64.tails{'.beside' * beside}", build, readers=FLOAT64_READERS)
+
+
+def tails_reference(ctx: Context, *, beside: bool = False) -> Reference | None:
+    """The float64 reference on the draw into the tails (Note [tails]); None where there is no
+    such draw or it cannot be judged."""
+    draw = tails_draw(ctx, beside=beside)
+    return None if draw is None else draw.reference
+
+
+def _scaled(inputs: Sequence[torch.Tensor], scaled: Sequence[bool], scale: float) -> list[torch.Tensor]:
+    return [x * scale if flag else x for x, flag in zip(inputs, scaled)]
+
+
+def _in(dtype: torch.dtype, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The floating inputs in ``dtype`` (complex ones in its complex dtype); the others (a
+    boolean mask, indices) as they are."""
+    complex_dtype = torch.complex128 if dtype is torch.float64 else torch.complex64
+    return [x.to(dtype) if x.is_floating_point() else x.to(complex_dtype) if x.is_complex() else x for x in inputs]
+
+
+def first_scale_not_finite(ctx: Context, draw: TailsDraw, dtype: torch.dtype, beside: bool) -> str:
+    """", first at the inputs scaled by 2.5 (magnitudes up to 8.2)": the smallest scale on
+    TAILS_LADDER at which a fresh layer's run in ``dtype`` is not finite; "" where that is only
+    at TAILS_SCALE (or the layer raises before)."""
+    for scale in TAILS_LADDER:
+        subject = fresh_layer(ctx, dtype, beside, sample=draw.sample)
+        inputs = _in(dtype, _scaled(draw.inputs, draw.scaled, scale / TAILS_SCALE))
+        try:
+            run = analytic_run(ctx, subject, inputs).check_ran()
+        except LayerRaised:
+            return ""
+        if nonfinite_problem(run, draw.names, dtype_name(dtype)) is not None:
+            largest = draw.largest * scale / TAILS_SCALE
+            return f", first at the inputs scaled by {scale:g} (magnitudes up to {largest:.3g})"
+    return ""
+
+
+# Note [tails in float32]
+#     On the draw into the tails (Note [tails]), gradients[float32] runs the float32 layer as
+#     well, on the same scaled inputs rounded to float32 (scaling by 4 is exact; a mask or indices
+#     as they are) with the same output gradients: where the float64 run is finite, every float32
+#     output and gradient whose float64 values lie within float32's range must be finite too (a
+#     softmax that exponentiates without subtracting its maximum gives inf/inf = NaN once a logit
+#     passes 88.7, which float64 computes to 1e113 and divides back to a probability; a softplus
+#     written log(1 + exp(x)) is inf there). A float32 value beyond float32's range, where
+#     float64's is too, is the function's, not a defect: it is left to the note. The failure says
+#     where and from what magnitude. How far the float32 gradients are from the float64 ones
+#     there is recorded in the result's details, not judged: at large magnitudes float32 parts
+#     from float64 where nothing is wrong. A Gaussian kernel's gradient underflows to exactly
+#     zero in float32 (gpytorch's RBF kernel: relative difference 1, rounding floor 3e-25); a
+#     mixture of experts routes a token near a tie to another expert (st-moe: an expert's bias
+#     gradient 11% off); one-ulp moves, which the rounding floor is measured by, change neither.
+
+
+@dataclass
+class TailsInFloat32:
+    """The float32 run on the draw into the tails, beside the float64 one (Note [tails in float32])."""
+
+    draw: TailsDraw
+    outputs: list[torch.Tensor]
+    grads: list[torch.Tensor | None]
+    since: Callable[[], str]  # ", first at the inputs scaled by 2.5 (...)": where float32 stops being finite
+
+    def overflow(self) -> str | None:
+        """What is not finite in float32 where the float64 value is finite and within float32's
+        range, naming the first such tensor; None where nothing is."""
+        limit = torch.finfo(torch.float32).max
+        pairs: list[tuple[str, torch.Tensor | None, torch.Tensor | None]]
+        pairs = [(f"output {k}", low, high) for k, (low, high) in enumerate(zip(self.outputs, self.draw.outputs))]
+        pairs += [(f"gradient of {name}", low, high) for name, low, high in zip(self.draw.names, self.grads,
+                                                                                  self.draw.grads)]
+        for name, low, high in pairs:
+            if low is None or high is None or low.shape != high.shape or all_finite(low):
+                continue
+            representable = torch.isfinite(high) & (high.abs() <= limit)
+            found = nonfinite(low.detach().cpu(), ignore=~representable.cpu())
+            if found is not None:
+                largest_there = float(high[representable].abs().max()) if bool(representable.any()) else 0.0
+                return (f"the float32 {name} has {found}, where the float64 run's are finite (at most "
+                        f"{largest_there:.3g} in magnitude, within float32's range){self.since()}")
+        return None
+
+
+def tails_in_float32(ctx: Context, *, beside: bool = False) -> TailsInFloat32 | None:
+    """The float32 layer's run on the draw into the tails (Note [tails in float32]); None where
+    there is no such draw, its float64 run is not finite, or the float32 layer raises there."""
+    draw = tails_draw(ctx, beside=beside)
+    if draw is None or not draw.finite:
+        return None
+    subject = fresh_layer(ctx, torch.float32, beside, sample=draw.sample)
+    try:
+        run = analytic_run(ctx, subject, _in(torch.float32, draw.inputs)).check_ran()
+    except LayerRaised:
+        return None  # backward_runs and the first draw report what the layer raises
+    return TailsInFloat32(draw, list(run.outputs), list(run.grads),
+                          lambda: first_scale_not_finite(ctx, draw, torch.float32, beside))
 
 
 def _standard_normal(spec: Any) -> bool:
