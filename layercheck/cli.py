@@ -295,8 +295,10 @@ def checks_command(
         if info.matlab:
             out.print(f"MATLAB: {info.matlab}", markup=False)
         out.print("default" if info.default else f"opt-in: --enable {info.id}", markup=False)
-        if info.variants != ("",) or info.optional_variants:
-            out.print(f"variants: {', '.join(info.variants or ())}"
+        if info.variants is None:  # the accelerators present: asking torch would take seconds
+            out.print("variants: set when the checks run, from the accelerators present", markup=False)
+        elif info.variants != ("",) or info.optional_variants:
+            out.print(f"variants: {', '.join(info.variants)}"
                       + (f"; opt-in: {', '.join(info.optional_variants)}" if info.optional_variants else ""), markup=False)
         if page.requires:
             out.print(f"needs: {', '.join(page.requires)}", markup=False)

@@ -78,7 +78,8 @@ def test_a_class_bound_where_the_source_does_not_show_it_is_left_to_the_import(t
     assert rc == 2 and "no 'SReLu' in star.py" in err
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["checks"], ["checks", "gradients"], ["run", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["checks"], ["checks", "gradients"], ["checks", "device"],
+                                  ["checks", "autocast"], ["run", "--help"]])
 def test_help_version_and_the_catalogue_do_not_import_torch(args: list[str]) -> None:
     rc, out, _, torch_imported = probe(*args)
     assert rc == 0 and out
