@@ -385,7 +385,7 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
             details = {**details, "second_draw": drawn.verdict.to_dict()}
             writes = f", {_writes(written)}" if written else ""
             raise disagreement(drawn, "on a second draw of the inputs (the first draw's agree: a branch the first "
-                               f"draw did not take?){writes}, float64 analytic gradients", details)
+                               f"draw did not take?){writes}, float64 gradients", details)
         details = {**details, "second_draw": again.verdict.to_dict(), "written": written}
         ctx.note(f"{_writes(written)}: on a second draw of the inputs every step of the finite differences from "
                  "the fresh layer was written over too, which the analytic gradient by design does not see; from "
@@ -396,14 +396,14 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         details = {**details, "tails": tails.verdict.to_dict()}
         raise disagreement(tails, f"{draw.where()}, whose magnitudes reach where the first draw's do not (the "
                            "first draw's agree: a formula wrong only at large magnitudes, a clamp, an overflow?), "
-                           "float64 analytic gradients", details)
+                           "float64 gradients", details)
     if tails is not None:
         details["tails"] = tails.verdict.to_dict()
     second = second_call_reference(ctx, beside=ref.beside) if verdict.passed else None
     if second is not None and not second.verdict.passed:
         details = {**details, "second_call": second.verdict.to_dict()}
         raise disagreement(second, "from the state the layer's first training call leaves (its second call, as in "
-                           "the second step of training), float64 analytic gradients", details)
+                           "the second step of training), float64 gradients", details)
     if second is not None:
         details["second_call"] = second.verdict.to_dict()
     if ref.fd.excluded:
@@ -446,11 +446,11 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         details["surrogate"] = ref.surrogate
         functions = cut_names(ref.fd.fn)
         raise disagreement(ref, f"{ref.surrogate}. With the gradient through {functions} taken as zero, float64 "
-                           "analytic gradients", details)
+                           "gradients", details)
     for kind, why in (("straight_through", ref.straight_through), ("widened", ref.widened)):
         if why is not None:
             details[kind] = why
-            raise disagreement(ref, f"{why}: float64 analytic gradients", details)
+            raise disagreement(ref, f"{why}: float64 gradients", details)
     surrogates = surrogate_slots(ref)
     if surrogates:
         return _judge_without_surrogates(ctx, ref, surrogates, details)
@@ -459,9 +459,9 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         details["written"] = written
         raise disagreement(ref, f"{_writes(written, 'on every call')}: finite differences see the gradient of "
                            "what the write keeps, which is no bug where the write is a projection by design (the "
-                           "gradient at the written values is the layer's intent); float64 analytic gradients",
+                           "gradient at the written values is the layer's intent); float64 gradients",
                            details)
-    raise disagreement(ref, f"float64 analytic gradients{_beside_text(ref)}", details,
+    raise disagreement(ref, f"float64 gradients{_beside_text(ref)}", details,
                        eval_mode=_eval_mode_agrees(ctx, ref.beside))
 
 
@@ -501,7 +501,7 @@ def _judge_without_surrogates(ctx: Context, ref: Reference, surrogates: list[int
         ref.verdict = judge(ref.fd, ref.run.grads, ref.verdict.tolerance)
     ref.reset_diagnosis()
     if not ref.verdict.passed:
-        raise disagreement(ref, f"{why}. Without it, float64 analytic gradients", details)
+        raise disagreement(ref, f"{why}. Without it, float64 gradients", details)
     ctx.note(f"{why}: left out")
     return f"{count_names(judged)}: {agreement(ref.verdict)}; {', '.join(left)} left out (see the note)", details
 
@@ -515,7 +515,7 @@ def _judge_float32_reference(ctx: Context, ref: Reference, details: dict[str, An
            "float32 finite differences instead — a weaker check (tolerance "
            f"{ref.verdict.tolerance:g} plus float32 rounding noise)")
     if not ref.verdict.passed:
-        raise disagreement(ref, f"{why}; float32 analytic gradients", details)
+        raise disagreement(ref, f"{why}; float32 gradients", details)
     ctx.note(why)
     return f"{count_names(ref.fd.fn.names)}: {agreement(ref.verdict).replace('float64 finite', 'float32 finite')}", \
         details

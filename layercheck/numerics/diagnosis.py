@@ -67,7 +67,8 @@ def disagreement(ref: Reference, what: str, details: dict[str, Any], *, brief: b
     # each number named by what gives it
     sides = (("the double backward", "finite differences of the gradient") if derivative == "second derivative" else
              ("the gradient", "finite differences of the forward"))
-    overall = f"{what} disagree with {differences} finite differences ({ref.verdict.summary(sides)})"
+    together = "all tensors together: " if wrong else ""  # the wrong tensors' own numbers come first
+    overall = f"{what} disagree with {differences} finite differences ({together}{ref.verdict.summary(sides)})"
     if wrong:  # what to fix first, the combined numbers after
         lines = [f"wrong {derivative} of " + " | ".join(f.describe(brief=brief, sides=sides) for f in wrong), overall]
     else:
