@@ -731,6 +731,34 @@ def test_markdown_keeps_each_long_message_whole_under_its_table() -> None:
     assert "<b>" not in block and "\\*see\\*" in block  # no raw HTML, no emphasis
 
 
+# -- Triton's interpreter: every format says the kernels were not compiled ----------------------
+
+
+def test_every_format_says_when_triton_kernels_ran_under_the_interpreter() -> None:
+    """A run whose kernels ran interpreted passed on CPU tensors, not compiled: each report a CI
+    reader may look at says so, and at which sizes (runs[].interpreter in JSON)."""
+    interpreter = {"kernels": ["_leaky_forward"], "sizes": "reduced", "inputs": [{"size": [6, 4], "format": "BC"}],
+                   "why": None}
+    run = RunReport(target="tests/gpu/triton_leaky.py", kind="module", inputs=[{"size": [96, 4], "format": "BC"}],
+                    seed=0, seconds=0.5, location={"file": "tests/gpu/triton_leaky.py", "line": 9},
+                    interpreter=interpreter,
+                    results=[CheckResult("signatures", "", Status.PASSED, 0.001, "1 input(s) accepted by forward")])
+    said = "Triton interpreter, kernels not compiled at 6,4:BC (reduced)"
+    report = handmade(run)
+    assert said in report.render("markdown")
+    facts = parse_html(report.render("html")).all("dl", "facts")[0].text()
+    assert said in facts, facts
+    suite = ET.fromstring(report.render("junit")).find("testsuite")
+    assert suite is not None
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["triton_interpreter"] == said
+    (notice,) = [line for line in report.render("github").splitlines() if line.startswith("::notice")]
+    assert notice.startswith("::notice file=tests/gpu/triton_leaky.py,line=9,") and "not compiled" in notice
+    assert json.loads(report.render("json"))["runs"][0]["interpreter"] == interpreter
+    compiled = handmade(replace(run, interpreter=None))
+    assert "interpreter" not in compiled.render("markdown") + compiled.render("github")
+
+
 # -- GitHub annotations on the layer's lines ------------------------------------------------------
 
 

@@ -28,6 +28,7 @@ from layercheck.reporting.details import (
     NOT_JUDGED,
     counts_text,
     details_text,
+    interpreted_text,
     label,
     labelled_notes,
     skipped_as,
@@ -57,7 +58,7 @@ def run_lines(run: RunReport) -> RenderableType:
     title.append(f"  {counts_text(run.summary, notes=len(notes), nonzero=True, not_judged=not_judged)} "
                  f"({run.seconds:.1f}s)")
     if run.interpreter is not None:  # its Triton kernels were not compiled: a CI reader must see it
-        title.append(f"  {interpreted_text(run)}", NOTE_STYLE)
+        title.append(f"  [{interpreted_text(run)}]", NOTE_STYLE)
     # Checks that do not apply (no GPU, no custom operator) share one line; --verbose lists them.
     folded = skipped_as(run.results, NOT_APPLICABLE)
     # Checks skipped for the same reason share a line (op_schema, op_fake, ...: no custom operator).
@@ -77,18 +78,10 @@ def run_lines(run: RunReport) -> RenderableType:
     return Group(title, *lines)
 
 
-def interpreted_text(run: RunReport) -> str:
-    """What the summary line of a target whose Triton kernels ran under the interpreter adds."""
-    assert run.interpreter is not None
-    checked = " ".join(f"{','.join(map(str, i['size']))}:{i['format']}" for i in run.interpreter.get("inputs") or [])
-    sizes = f" at {checked} (reduced)" if run.interpreter.get("sizes") == "reduced" else ""
-    return f"[Triton interpreter, kernels not compiled{sizes}]"
-
-
 def run_table(run: RunReport, *, verbose: bool = False, width: int | None = None) -> RenderableType:
     """Every check of one target, one row each; where ``width`` leaves the message column fewer
     than MESSAGE_ROOM characters, each message goes on its own lines under its row."""
-    title = f"{run.target} [{run.status.value}]" + (f" {interpreted_text(run)}" if run.interpreter else "")
+    title = f"{run.target} [{run.status.value}]" + (f" [{interpreted_text(run)}]" if run.interpreter else "")
     if run.error is not None:
         return Text.assemble((title, "bold"), "\n", ("error: ", STYLES[Status.ERROR]), run.error)
     if width is not None and _message_room(run, width) < MESSAGE_ROOM:

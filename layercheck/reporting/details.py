@@ -99,6 +99,16 @@ def result_location(run: RunReport, result: CheckResult) -> Mapping[str, Any] | 
     return run.location
 
 
+def interpreted_text(run: RunReport) -> str | None:
+    """What a report says of a target whose Triton kernels ran under Triton's interpreter (not
+    compiled: a CI reader must see it), and at which sizes; None where they were compiled."""
+    if run.interpreter is None:
+        return None
+    checked = " ".join(input_text(i) for i in run.interpreter.get("inputs") or [])
+    sizes = f" at {checked} (reduced)" if run.interpreter.get("sizes") == "reduced" else ""
+    return f"Triton interpreter, kernels not compiled{sizes}"
+
+
 def printable(text: str) -> str:
     """``text`` with control characters written visibly (``\\x1b``), safe in XML and HTML."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from layercheck.reporting.details import label, plural, result_location, summary_line
+from layercheck.reporting.details import interpreted_text, label, plural, result_location, summary_line
 from layercheck.reporting.registry import reporter
 from layercheck.result import Report, Status
 
@@ -28,6 +28,11 @@ def render(report: Report) -> str:
     for run in report.runs:
         if run.error is not None:
             errors.append(_command("error", run.location, f"{run.target}: could not be checked", run.error))
+        interpreted = interpreted_text(run)
+        if interpreted is not None:  # passed on CPU: the compiled kernels were not what ran
+            notices.append(_command("notice", run.location, f"{run.target}: {interpreted}",
+                                    "its Triton kernels ran under Triton's interpreter on CPU tensors; "
+                                    "check them compiled with --on cuda on a GPU"))
         for result in run.results:
             name = f"{run.target}: {label(result)}"
             if result.status in (Status.FAILED, Status.ERROR):

@@ -20,6 +20,7 @@ from layercheck.reporting.details import (
     NOT_APPLICABLE,
     counts_text,
     input_text,
+    interpreted_text,
     label,
     labelled_notes,
     location_text,
@@ -183,6 +184,9 @@ def _facts(run: RunReport) -> ET.Element:
              ("summary", counts_text(run.summary, notes=len(labelled_notes(run.results)))),
              ("kind", run.kind or "unknown"), ("inputs", inputs or "none"), ("seed", str(run.seed)),
              ("time", f"{run.seconds:.2f} s"), ("custom backward", backward)]
+    interpreted = interpreted_text(run)
+    if interpreted is not None:
+        facts.append(("kernels", interpreted))
     if run.location:
         facts.append(("defined at", location_text(run.location)))
         backward_at = run.location.get("backward")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from layercheck.reporting.details import details_text, label, location_text, printable
+from layercheck.reporting.details import details_text, interpreted_text, label, location_text, printable
 from layercheck.reporting.registry import reporter
 from layercheck.result import CheckResult, Report, RunReport, Status
 
@@ -92,7 +92,8 @@ def _properties(run: RunReport, report: Report) -> list[tuple[str, str]]:
         ("python", str(env.get("python", ""))),
         ("torch", str(env.get("torch", ""))),
         ("devices", " ".join(map(str, env.get("devices", [])))),
-    ] + ([("location", location_text(run.location))] if run.location else [])
+    ] + ([("location", location_text(run.location))] if run.location else []) \
+      + ([("triton_interpreter", interpreted_text(run) or "")] if run.interpreter is not None else [])
 
 
 def _seconds(value: float) -> str:

@@ -14,6 +14,7 @@ import re
 from layercheck.reporting.details import (
     counts_text,
     input_text,
+    interpreted_text,
     label,
     labelled_notes,
     short,
@@ -62,6 +63,8 @@ def _run_section(run: RunReport) -> list[str]:
     facts.append("inputs " + ", ".join(f"`{_code(input_text(i))}`" for i in run.inputs))
     if run.custom_backward:
         facts.append("hand-written backward")
+    if run.interpreter is not None:
+        facts.append(f"**{interpreted_text(run)}**")
     facts.append(f"seed {run.seed}")
     facts.append(f"{run.seconds:.2f} s")
     lines += [" · ".join(f for f in facts if f), ""]
