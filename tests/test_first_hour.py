@@ -95,7 +95,8 @@ def test_a_constant_factor_or_sign_is_named_first(layer: str, layout: str, start
     _, results = run_json(f"tests/zoo/{layer}", "--layout", layout, "--check", "gradients:float64")
     message = results["gradients", "float64"]["message"]
     assert message.startswith(starts), message
-    assert "finite differences (along a random direction the gradient gives" in message  # the combined numbers follow
+    # then the combined numbers
+    assert "finite differences (all tensors together: along a random direction the gradient gives" in message
 
 
 def test_gradients_returned_in_the_wrong_order_are_named() -> None:
