@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -409,9 +409,8 @@ class TargetRun:
             ctx = Context(target, info, variant, invocation=self.target.invocation, tolerances=self.tolerances,
                           devices=self.options.devices, shared=shared, facts=self.facts, planned=self._planned,
                           readers=readers, sampler=None if sample is not None else self._made_sample)
-            backward = (self._location() or {}).get("backward")
             result, blocking = run_check(info, ctx, timeout=limit_of(info, self.options), options=self.options,
-                                         backward=backward)
+                                         backward=lambda: (self._location() or {}).get("backward"))
             if sample is not None:
                 result = sample.mark(result)
             if blocking:
@@ -555,11 +554,12 @@ def run(plans: Sequence[TargetPlan], options: Options, progress: Progress | None
 
 
 def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None, options: Options = Options(),
-              backward: Mapping[str, Any] | None = None) -> tuple[CheckResult, bool]:
+              backward: Callable[[], Mapping[str, Any] | None] | None = None) -> tuple[CheckResult, bool]:
     """Call one check and capture its outcome and time as a record; the flag says whether
     the outcome blocks the checks that require this one (CheckFailed.blocking). A failure's
-    message names ``backward`` (the layer's hand-written backward) with its file and line, and
-    ends with the check's fix (CheckInfo.explained)."""
+    message names the layer's hand-written backward (``backward()``, asked only for a failure:
+    finding it reads source) with its file and line, and ends with the check's fix
+    (CheckInfo.explained)."""
     start = time.perf_counter()
     # a layer checked on CUDA (--on) runs with TF32 off: its float32 results are compared with
     # float64 and with the CPU, where TF32's 10-bit mantissa looks like a bug
@@ -568,7 +568,7 @@ def run_check(info: CheckInfo, ctx: Context, *, timeout: float | None = None, op
         status, message, details, blocking, skip = _outcome(info, ctx, timeout=timeout, options=options)
     message, details = effects.annotate(message, details)
     if status is Status.FAILED:
-        message = info.explained(message, backward, lead=info.id in _IN_BACKWARD)
+        message = info.explained(message, backward() if backward is not None else None, lead=info.id in _IN_BACKWARD)
     if skip == NOT_JUDGED and options.strict:  # Note [no silent pass] in numerics/reference.py
         status, skip = Status.FAILED, None
         message = f"not judged, which --strict fails: {message}"
