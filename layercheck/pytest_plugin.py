@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from layercheck.result import CheckResult
     from layercheck.runner import Checks, TargetRun
 
-INTERPRET = "TRITON_INTERPRET"  # set while a spec's layer is imported and checked (Note [triton interpreter])
 DEFAULT_PATTERNS = ["layercheck_*.yaml", "layercheck_*.yml"]
 SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -108,7 +107,7 @@ class SpecFile(pytest.File):
         spec = load_spec(self.path)  # an invalid spec is a collection error naming file and key
         self.plan = runner.TargetPlan.of(spec, self._options())
         self.checks = runner.checks_of(self.plan)
-        given = os.environ.get(INTERPRET)
+        given = os.environ.get(runner.INTERPRET)
         try:  # imported as layercheck run imports it: under Triton's interpreter where it is asked for
             runner.load_target(self.plan, self._options(), announce=False)
         except LoadError as exc:
@@ -118,7 +117,7 @@ class SpecFile(pytest.File):
             yield LoadItem.from_parent(self, name="load", reason=self.load_error)
             return
         finally:
-            _put_back(given)  # the rest of the session's kernels run as before (setup sets it again)
+            runner.put_back_interpreter(given)  # setup sets it again
         for planned in self.checks.planned:
             for variant in planned.variants:
                 name = label(planned.info.id, variant)
@@ -133,7 +132,7 @@ class SpecFile(pytest.File):
         assert self.plan is not None and self.checks is not None
         if self.load_error is not None:
             return  # its LoadItem reports it
-        self._interpret = os.environ.get(INTERPRET)
+        self._interpret = os.environ.get(runner.INTERPRET)
         try:  # a spec's interpret: and interpret_sizes: as layercheck run honours them
             target = runner.load_target(self.plan, self._options())
         except LoadError as exc:
@@ -151,8 +150,10 @@ class SpecFile(pytest.File):
         return Options(strict=self.config.getoption("layercheck_strict"))
 
     def teardown(self) -> None:
+        from layercheck import runner
+
         self.target_run = None  # the layer, its inputs and the shared runs go with it
-        _put_back(self._interpret)
+        runner.put_back_interpreter(self._interpret)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         from layercheck.errors import UsageError
@@ -240,11 +241,3 @@ def _skip(reason: str) -> None:
     except TypeError:  # a pytest without item locations for skips
         skipped = pytest.skip.Exception(reason)
     raise skipped
-
-
-def _put_back(value: str | None) -> None:
-    """``TRITON_INTERPRET`` as it was before a spec's layer was imported or checked."""
-    if value is None:
-        os.environ.pop(INTERPRET, None)
-    else:
-        os.environ[INTERPRET] = value

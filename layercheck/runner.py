@@ -186,6 +186,7 @@ def load_target(plan: TargetPlan, options: Options, *, announce: bool = True) ->
 _IN_BACKWARD = frozenset({"backward_size", "gradients", "needs_input_grad", "backward_pure", "grad_output",
                           "gradgrad"})
 
+INTERPRET = "TRITON_INTERPRET"  # Triton's switch for its interpreter (Note [triton interpreter])
 _TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
 _KERNELS: dict[str, list[str]] = {}  # target name -> the Triton kernels its import defined, in this process
 
@@ -243,7 +244,7 @@ def interpreting(target: Target, asked: bool | None, sizes: str | None = None) -
     Triton is imported and there is no GPU, at the sizes :func:`interpreted` picks; yields the
     target to check. ``TRITON_INTERPRET`` is put back afterwards. Raises LoadError where the
     interpreter is asked for and Triton cannot be imported."""
-    previous = os.environ.get("TRITON_INTERPRET")
+    previous = os.environ.get(INTERPRET)
     try:
         interpreter = None
         if asked or (asked is None and "triton" in sys.modules):
@@ -252,10 +253,16 @@ def interpreting(target: Target, asked: bool | None, sizes: str | None = None) -
         kernels = interpreter.kernels_defined(modules) if interpreter is not None else []
         yield interpreted(target, kernels, sizes) if interpreter is not None and (kernels or asked) else target
     finally:
-        if previous is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = previous
+        put_back_interpreter(previous)
+
+
+def put_back_interpreter(value: str | None) -> None:
+    """``TRITON_INTERPRET`` as it was (``value``, None for unset) before a layer was imported or
+    checked under Triton's interpreter: the rest of the process's kernels run as before."""
+    if value is None:
+        os.environ.pop(INTERPRET, None)
+    else:
+        os.environ[INTERPRET] = value
 
 
 def _layouts(specs: Sequence[Any]) -> str:
@@ -604,7 +611,7 @@ def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
     except CheckTimeout:
         assert timeout is not None
         status, message, blocking = Status.ERROR, timeout_message(timeout, label(info.id, ctx.variant)), True
-        if _KERNELS.get(ctx.target.name) and os.environ.get("TRITON_INTERPRET") == "1":
+        if _KERNELS.get(ctx.target.name) and os.environ.get(INTERPRET) == "1":
             message += (". Its Triton kernels run under Triton's interpreter, one program after another in NumPy: "
                         "check it at smaller layouts (fewer programs), or with a larger --timeout")
         details = {"traceback": traceback.format_exc(limit=-8)}
