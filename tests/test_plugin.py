@@ -11,12 +11,17 @@ from pathlib import Path
 import pytest
 
 import layercheck
-from layercheck import runner
+from layercheck import registry, runner
 from layercheck.spec import load_spec
 
 from conftest import ROOT
 
 pytest_plugins = ["pytester"]
+
+# The checks (and the numerics they use) loaded before pytester's first in-process run, which
+# would otherwise drop them afterwards: a later test in this process would import a second copy
+# of layercheck.numerics.locate, and a monkeypatch of it would miss the registered checks' copy.
+registry.load_checks()
 
 if importlib.util.find_spec("triton") is not None:
     # pytester's in-process runs drop the modules each run imports; the plugin imports Triton (a
