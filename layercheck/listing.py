@@ -126,7 +126,7 @@ def static_page(check_id: str) -> Page:
     declaration is computed (tolerances from a table, variants known at run time) or the check
     is a plug-in's."""
     for path in sorted(p for p in _CHECKS.glob("*.py") if p.name != "__init__.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = _tree(path)
         for node, call in _declarations(tree):
             if call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == check_id:
                 return _page(node, call, _literal_names(tree), f"{path.name}:{node.name}")
@@ -256,22 +256,26 @@ def static_entries() -> list[Entry]:
 
 
 # A run asks for the catalogue once per option it validates (--check, --skip, --enable, a
-# spec's): each file is parsed once per process, again only when it changed.
-_READ: dict[Path, tuple[tuple[int, int], list[Entry]]] = {}
+# spec's), and `checks ID` for its page after the catalogue: each file is parsed once per
+# process, again only when it changed, and its entries read once from that.
+_TREES: dict[Path, tuple[tuple[int, int], ast.Module]] = {}
+_READ: dict[Path, tuple[ast.Module, list[Entry]]] = {}
+
+
+def _tree(path: Path) -> ast.Module:
+    stat = path.stat()
+    version = (stat.st_mtime_ns, stat.st_size)
+    if path not in _TREES or _TREES[path][0] != version:
+        _TREES[path] = version, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return _TREES[path][1]
 
 
 def _read(path: Path) -> list[Entry]:
-    stat = path.stat()
-    version = (stat.st_mtime_ns, stat.st_size)
-    if path not in _READ or _READ[path][0] != version:
-        _READ[path] = version, _parse(path)
+    tree = _tree(path)
+    if path not in _READ or _READ[path][0] is not tree:
+        names = _literal_names(tree)
+        _READ[path] = tree, [_entry(call, names, f"{path.name}:{node.name}") for node, call in _declarations(tree)]
     return list(_READ[path][1])
-
-
-def _parse(path: Path) -> list[Entry]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    names = _literal_names(tree)
-    return [_entry(call, names, f"{path.name}:{node.name}") for node, call in _declarations(tree)]
 
 
 def _declarations(tree: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.Call]]:
