@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from layercheck import limits  # noqa: E402
+from layercheck.parent import limits  # noqa: E402
 
 MEMORY_PASS = "--memory-pass" in sys.argv
 if MEMORY_PASS:
@@ -47,12 +47,12 @@ if MEMORY_PASS:
 
 import torch  # noqa: E402
 
-from layercheck.layout import Layout  # noqa: E402
-from layercheck.loading import resolve  # noqa: E402
-from layercheck.registry import select  # noqa: E402
-from layercheck.result import CheckResult, RunReport  # noqa: E402
-from layercheck.runner import run_target  # noqa: E402
-from layercheck.subject import Target  # noqa: E402
+from layercheck.engine.runner import run_target  # noqa: E402
+from layercheck.parent.layout import Layout  # noqa: E402
+from layercheck.parent.registry import select  # noqa: E402
+from layercheck.parent.result import CheckResult, RunReport  # noqa: E402
+from layercheck.target.loading import resolve  # noqa: E402
+from layercheck.target.subject import Target  # noqa: E402
 
 MB = 1e6
 

@@ -32,11 +32,11 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from layercheck.layout import Layout  # noqa: E402
-from layercheck.loading import resolve  # noqa: E402
-from layercheck.registry import select  # noqa: E402
-from layercheck.runner import run_target  # noqa: E402
-from layercheck.subject import Target  # noqa: E402
+from layercheck.engine.runner import run_target  # noqa: E402
+from layercheck.parent.layout import Layout  # noqa: E402
+from layercheck.parent.registry import select  # noqa: E402
+from layercheck.target.loading import resolve  # noqa: E402
+from layercheck.target.subject import Target  # noqa: E402
 
 GRADIENT_CHECKS = ("backward_runs", "backward_size", "gradients", "needs_input_grad")
 

@@ -33,8 +33,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from layercheck import isolation, runner  # noqa: E402
-from layercheck.spec import TargetSpec, load_spec  # noqa: E402
+from layercheck.engine import runner  # noqa: E402
+from layercheck.parent import isolation  # noqa: E402
+from layercheck.parent.spec import TargetSpec, load_spec  # noqa: E402
 
 CRASHES = """
 import os

@@ -61,15 +61,15 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from layercheck.errors import LayerRaised, LoadError  # noqa: E402
-from layercheck.inputs import InputSpec, parse_input  # noqa: E402
-from layercheck.layout import Layout  # noqa: E402
-from layercheck.loading import resolve  # noqa: E402
-from layercheck.registry import select  # noqa: E402
-from layercheck.result import Status, label  # noqa: E402
-from layercheck.runner import Options, run_target  # noqa: E402
-from layercheck.subject import Target  # noqa: E402
-from layercheck.tensors import tensors_in  # noqa: E402
+from layercheck.engine.runner import Options, run_target  # noqa: E402
+from layercheck.parent.errors import LayerRaised, LoadError  # noqa: E402
+from layercheck.parent.inputs import InputSpec, parse_input  # noqa: E402
+from layercheck.parent.layout import Layout  # noqa: E402
+from layercheck.parent.registry import select  # noqa: E402
+from layercheck.parent.result import Status, label  # noqa: E402
+from layercheck.target.loading import resolve  # noqa: E402
+from layercheck.target.subject import Target  # noqa: E402
+from layercheck.target.tensors import tensors_in  # noqa: E402
 
 MUTATED = ("backward", "vjp")
 BLOCK_MUTATED = ("backward_pass",)  # a reversible block's hand-written backward, an instance method

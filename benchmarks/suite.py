@@ -24,12 +24,12 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from layercheck.layout import Layout  # noqa: E402
-from layercheck.loading import resolve  # noqa: E402
-from layercheck.registry import select  # noqa: E402
-from layercheck.result import RunReport  # noqa: E402
-from layercheck.runner import run_target  # noqa: E402
-from layercheck.subject import Target  # noqa: E402
+from layercheck.engine.runner import run_target  # noqa: E402
+from layercheck.parent.layout import Layout  # noqa: E402
+from layercheck.parent.registry import select  # noqa: E402
+from layercheck.parent.result import RunReport  # noqa: E402
+from layercheck.target.loading import resolve  # noqa: E402
+from layercheck.target.subject import Target  # noqa: E402
 
 
 def forward_backward_seconds(cls: type, layout: Layout, *, repeat: int) -> float:

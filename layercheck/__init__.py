@@ -4,21 +4,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from layercheck import _moved
 from layercheck._version import __version__
-from layercheck.errors import (
+from layercheck.parent.errors import (
     CheckFailed,
     CheckSkipped,
     LayoutError,
     SpecError,
     UsageError,
 )
-from layercheck.layout import Layout
-from layercheck.registry import CheckInfo, catalogue, check
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import CheckInfo, catalogue, check
+from layercheck.parent.result import CheckResult, ExitCode, Report, RunReport, Status
 from layercheck.reporting.registry import reporter
-from layercheck.result import CheckResult, ExitCode, Report, RunReport, Status
 
 if TYPE_CHECKING:
-    from layercheck.api import assert_layer_valid, check_layer
+    from layercheck.engine.api import assert_layer_valid, check_layer
+
+_moved.install()  # the old module paths (layercheck.runner, ...) for a release, with a warning; old path: kept
 
 __all__ = [
     "CheckFailed",
@@ -46,7 +49,7 @@ def __getattr__(name: str) -> object:
     # The API imports torch; load it on first use so that `import layercheck` (and the
     # pytest plugin, loaded by every pytest run where layercheck is installed) stays light.
     if name in ("check_layer", "assert_layer_valid"):
-        from layercheck import api
+        from layercheck.engine import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'layercheck' has no attribute {name!r}")

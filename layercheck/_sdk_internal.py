@@ -13,11 +13,14 @@ checks; it sits beside :mod:`layercheck.sdk` in the layer of support for checks.
 
 from __future__ import annotations
 
-from layercheck.accelerators import full_float32
-from layercheck.calibration import (
+from layercheck.parent.errors import failing
+from layercheck.parent.registry import CheckInfo, selector
+from layercheck.parent.result import label
+from layercheck.support.accelerators import full_float32
+from layercheck.support.calibration import (
     SOURCE as FLOOR_SOURCE,
 )
-from layercheck.calibration import (
+from layercheck.support.calibration import (
     InputPath,
     Point,
     Spread,
@@ -26,7 +29,7 @@ from layercheck.calibration import (
     run_along,
     spread,
 )
-from layercheck.compare import (
+from layercheck.support.compare import (
     AllowanceFor,
     describe_shapes,
     ratio,
@@ -34,11 +37,7 @@ from layercheck.compare import (
     scaled_allowance,
     shared_nonfinite_zeroed,
 )
-from layercheck.errors import failing
-from layercheck.frames import chain, is_user_file, user_frame, user_trace
-from layercheck.registry import CheckInfo, selector
-from layercheck.result import label
-from layercheck.runs import (
+from layercheck.support.runs import (
     REQUIRES_GRAD_SWITCHED,
     Run,
     assert_same_unless_random,
@@ -55,8 +54,9 @@ from layercheck.runs import (
     rounding_tolerances,
     share_predict,
 )
-from layercheck.subject import Target
-from layercheck.tensors import custom_functions, tensors_in
+from layercheck.target.frames import chain, is_user_file, user_frame, user_trace
+from layercheck.target.subject import Target
+from layercheck.target.tensors import custom_functions, tensors_in
 
 __all__ = [
     "FLOOR_SOURCE",

@@ -1,8 +1,8 @@
 """The command line's entry point: ``layercheck`` and ``python -m layercheck`` start here.
 
-Nothing here, in :mod:`layercheck.cli` or in what it imports before a run starts, imports
+Nothing here, in :mod:`layercheck.cli.commands` or in what it imports before a run starts, imports
 torch: ``--help``, ``--version``, ``layercheck checks`` and a usage error answer at once, and
-a run's first line shows while its workers are importing torch (:mod:`layercheck.workers`).
+a run's first line shows while its workers are importing torch (:mod:`layercheck.parent.workers`).
 The engine never imports this module nor the command line.
 """
 
@@ -13,6 +13,6 @@ import time
 
 def main() -> None:
     started = time.perf_counter()  # the run's time counts from here: the user's clock, less the interpreter's start
-    from layercheck.cli import main as cli_main
+    from layercheck.cli.commands import main as cli_main
 
     cli_main(started=started)

@@ -6,7 +6,7 @@ Spec files whose names match the ini option ``layercheck_patterns`` (default
 that is a spec (a mapping with ``layer`` and ``inputs``), and a spec file named on the
 command line is collected whatever its name.
 
-Each item runs its own check, through the runner's :class:`~layercheck.runner.TargetRun`
+Each item runs its own check, through the runner's :class:`~layercheck.engine.runner.TargetRun`
 for its file: the check's prerequisites first (each run once per file and remembered, as
 are the runs of the layer that checks share), then the check. So ``-k gradients`` runs the
 gradient check and what it needs, ``-x`` stops after the first failed check, and
@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from layercheck.plan import Options, TargetPlan
-    from layercheck.registry import CheckInfo, Planned
-    from layercheck.result import CheckResult
-    from layercheck.runner import Checks, TargetRun
+    from layercheck.engine.runner import Checks, TargetRun
+    from layercheck.parent.plan import Options, TargetPlan
+    from layercheck.parent.registry import CheckInfo, Planned
+    from layercheck.parent.result import CheckResult
 
 DEFAULT_PATTERNS = ["layercheck_*.yaml", "layercheck_*.yml"]
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -80,7 +80,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     named = parent.session.isinitpath(file_path)
     if not (named or parent.config.getoption("layercheck")):
         return None
-    from layercheck.spec import looks_like_spec
+    from layercheck.parent.spec import looks_like_spec
 
     if looks_like_spec(file_path):
         return SpecFile.from_parent(parent, path=file_path)
@@ -99,10 +99,10 @@ class SpecFile(pytest.File):
         self._interpret: str | None = None  # TRITON_INTERPRET before setup, put back at teardown
 
     def collect(self) -> Any:
-        from layercheck import runner
-        from layercheck.errors import LoadError
-        from layercheck.result import label
-        from layercheck.spec import load_spec
+        from layercheck.engine import runner
+        from layercheck.parent.errors import LoadError
+        from layercheck.parent.result import label
+        from layercheck.parent.spec import load_spec
 
         spec = load_spec(self.path)  # an invalid spec is a collection error naming file and key
         self.plan = runner.TargetPlan.of(spec, self._options())
@@ -126,8 +126,8 @@ class SpecFile(pytest.File):
     def setup(self) -> None:
         """Construct the layer for this file's items (pytest runs this before the first of them
         and, when it fails, fails every item of the file with the same error)."""
-        from layercheck import runner
-        from layercheck.errors import LoadError
+        from layercheck.engine import runner
+        from layercheck.parent.errors import LoadError
 
         assert self.plan is not None and self.checks is not None
         if self.load_error is not None:
@@ -145,18 +145,18 @@ class SpecFile(pytest.File):
         self.target_run = target_run
 
     def _options(self) -> Options:
-        from layercheck.plan import Options
+        from layercheck.parent.plan import Options
 
         return Options(strict=self.config.getoption("layercheck_strict"))
 
     def teardown(self) -> None:
-        from layercheck import runner
+        from layercheck.engine import runner
 
         self.target_run = None  # the layer, its inputs and the shared runs go with it
         runner.put_back_interpreter(self._interpret)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
-        from layercheck.errors import UsageError
+        from layercheck.parent.errors import UsageError
 
         if isinstance(excinfo.value, UsageError):
             return str(excinfo.value)
@@ -180,7 +180,7 @@ class CheckItem(pytest.Item):
         """Run the check (after its prerequisites, unless they ran already). It runs here, not
         in runtest, so that a check that could not complete is reported as an ERROR; a skip is
         settled here too, a failure in runtest."""
-        from layercheck.result import Status
+        from layercheck.parent.result import Status
 
         assert self.parent.target_run is not None  # the file's setup ran, or raised
         result = self._result = self.parent.target_run.result(self.info, self.variant)
@@ -190,7 +190,7 @@ class CheckItem(pytest.Item):
             pytest.fail(self._failure_text(result), pytrace=False)
 
     def runtest(self) -> None:
-        from layercheck.result import Status
+        from layercheck.parent.result import Status
 
         if self._result is not None and self._result.status is Status.FAILED:
             pytest.fail(self._failure_text(self._result), pytrace=False)
@@ -202,7 +202,7 @@ class CheckItem(pytest.Item):
         """As the command line's failure block: the message (the first line, which pytest's short
         summary shows), the layer's traceback for a failure (for an error too with -v), and the
         command that reproduces the check."""
-        from layercheck.result import Status
+        from layercheck.parent.result import Status
 
         lines = [result.message]
         trace = result.details.get("traceback")

@@ -23,8 +23,11 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from layercheck.accelerators import accelerators
-from layercheck.compare import (
+from layercheck.parent.errors import CheckError, CheckFailed, CheckSkipped, LayerRaised, layer_failure
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import SharedRun, Tolerance, check, modules_only, needs_batch
+from layercheck.support.accelerators import accelerators
+from layercheck.support.compare import (
     DTYPES,
     EXACT,
     Allowance,
@@ -37,14 +40,11 @@ from layercheck.compare import (
     nonfinite,
     relative_difference,
 )
-from layercheck.context import Context
-from layercheck.errors import CheckError, CheckFailed, CheckSkipped, LayerRaised, layer_failure
-from layercheck.layout import Layout
-from layercheck.registry import SharedRun, Tolerance, check, modules_only, needs_batch
-from layercheck.runs import FORWARD, PREDICT, forward_run, predict_run, reference_forward, reference_predict
-from layercheck.seeding import seeded
-from layercheck.subject import Mode, Subject
-from layercheck.tensors import Outputs
+from layercheck.support.context import Context
+from layercheck.support.runs import FORWARD, PREDICT, forward_run, predict_run, reference_forward, reference_predict
+from layercheck.target.seeding import seeded
+from layercheck.target.subject import Mode, Subject
+from layercheck.target.tensors import Outputs
 
 __all__ = [
     "DTYPES",

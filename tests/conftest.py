@@ -9,11 +9,11 @@ from types import ModuleType
 
 import pytest
 
-from layercheck.inputs import InputSpec, looks_like_input, parse_input
-from layercheck.registry import select
-from layercheck.result import RunReport
-from layercheck.runner import Options, run_target
-from layercheck.subject import Target
+from layercheck.engine.runner import Options, run_target
+from layercheck.parent.inputs import InputSpec, looks_like_input, parse_input
+from layercheck.parent.registry import select
+from layercheck.parent.result import RunReport
+from layercheck.target.subject import Target
 
 ROOT = Path(__file__).resolve().parent.parent
 ZOO = Path(__file__).resolve().parent / "zoo"

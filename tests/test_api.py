@@ -18,8 +18,8 @@ from layercheck import (
     assert_layer_valid,
     check_layer,
 )
-from layercheck.api import failure_message
-from layercheck.loading import resolve
+from layercheck.engine.api import failure_message
+from layercheck.target.loading import resolve
 
 from conftest import ROOT
 
@@ -154,7 +154,7 @@ def test_in_pytest_the_short_summary_names_the_checks_and_no_layercheck_frame_sh
     result.stdout.fnmatch_lines(["FAILED test_mine.py::test_layer - AssertionError: predict_runs failed*"])
     text = result.stdout.str()
     assert "E       AssertionError: predict_runs failed (test_mine:PredictTypo is invalid)" in text
-    assert "layercheck" + "/api.py" not in text and "raise AssertionError(failure_message" not in text
+    assert "layercheck" + "/engine/api.py" not in text and "raise AssertionError(failure_message" not in text
     assert '>       assert_layer_valid(PredictTypo(), "4,3:BC"' in text  # the user's line is the one shown
 
 

@@ -96,7 +96,7 @@ def test_no_import_circles() -> None:
 
 
 def test_only_the_entry_points_import_the_command_line() -> None:
-    importers = sorted(name for name in MODULES if "layercheck.cli" in imports_of(name))
+    importers = sorted(name for name in MODULES if "layercheck.cli.commands" in imports_of(name))
     assert set(importers) <= ENTRY_POINTS, importers
 
 
@@ -109,12 +109,14 @@ def test_circles_are_found(graph: dict[str, set[str]], expected: list[list[str]]
 
 
 def test_imports_are_read_from_every_place_an_import_can_be(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    module = tmp_path / "layercheck" / "fake.py"
-    module.parent.mkdir()
-    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from layercheck.result import Report\n"
-                      "def f():\n    from layercheck import runner\n    from . import errors\n")
-    monkeypatch.setitem(MODULES, "layercheck.fake", module)
-    assert imports_of("layercheck.fake") == {"layercheck.result", "layercheck.runner", "layercheck.errors"}
+    module = tmp_path / "layercheck" / "parent" / "fake.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                      "    from layercheck.parent.result import Report\n"
+                      "def f():\n    from layercheck.engine import runner\n    from . import errors\n")
+    monkeypatch.setitem(MODULES, "layercheck.parent.fake", module)
+    assert imports_of("layercheck.parent.fake") == {"layercheck.parent.result", "layercheck.engine.runner",
+                                                    "layercheck.parent.errors"}
 
 
 def _functions(name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -137,7 +139,7 @@ def test_a_spec_and_the_options_meet_only_in_the_plan() -> None:
             kinds = {_annotation(a).rpartition(".")[2] for a in args}
             if "TargetSpec" in kinds and "Options" in kinds:
                 pairs.append(f"{name}.{function.name}")
-    assert pairs == ["layercheck.plan.of"]
+    assert pairs == ["layercheck.parent.plan.of"]
 
 
 def test_the_catalogue_resolves_a_plan_in_one_place() -> None:
@@ -145,7 +147,7 @@ def test_the_catalogue_resolves_a_plan_in_one_place() -> None:
     ``checks_of`` (and what it calls), nowhere else."""
     callers = set()
     for name in MODULES:
-        if name == "layercheck.registry":
+        if name == "layercheck.parent.registry":
             continue
         for function in _functions(name):
             for node in ast.walk(function):
@@ -153,14 +155,14 @@ def test_the_catalogue_resolves_a_plan_in_one_place() -> None:
                     called = ast.unparse(node.func).removeprefix("registry.")
                     if called in ("select", "resolve_tolerances"):  # the registry's (not Shard.select)
                         callers.add(f"{name}.{function.name}")
-    assert callers <= {"layercheck.runner.checks_of", "layercheck.runner.check_options",
-                       "layercheck.runner._tolerances"}, callers
+    assert callers <= {"layercheck.engine.runner.checks_of", "layercheck.engine.runner.check_options",
+                       "layercheck.engine.runner._tolerances"}, callers
 
 
 def test_the_engine_and_the_workers_take_the_resolved_plan() -> None:
-    wanted = {("layercheck.runner", "run"): "plans", ("layercheck.runner", "run_plan"): "plan",
-              ("layercheck.runner", "load_target"): "plan", ("layercheck.runner", "make_target"): "plan",
-              ("layercheck.isolation", "run"): "plans", ("layercheck.serve", "_load"): "plan"}
+    wanted = {("layercheck.engine.runner", "run"): "plans", ("layercheck.engine.runner", "run_plan"): "plan",
+              ("layercheck.engine.runner", "load_target"): "plan", ("layercheck.engine.runner", "make_target"): "plan",
+              ("layercheck.parent.isolation", "run"): "plans", ("layercheck.engine.serve", "_load"): "plan"}
     for (module, function_name), parameter in wanted.items():
         (function,) = [f for f in _functions(module) if f.name == function_name and f.col_offset == 0]
         (arg,) = [a for a in function.args.args if a.arg == parameter]

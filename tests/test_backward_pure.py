@@ -10,12 +10,12 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from layercheck.cli import app
-from layercheck.layout import Layout
-from layercheck.registry import select
-from layercheck.result import CheckResult, Status
-from layercheck.runner import run_target
-from layercheck.subject import Target
+from layercheck.cli.commands import app
+from layercheck.engine.runner import run_target
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import select
+from layercheck.parent.result import CheckResult, Status
+from layercheck.target.subject import Target
 
 from conftest import ZOO, run_zoo
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import layercheck
-from layercheck.accelerators import accelerators
+from layercheck.support.accelerators import accelerators
 
 pytest.importorskip("expecttest")  # torch.testing._internal imports it
 from torch.testing._internal.autograd_function_db import autograd_function_db

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from layercheck.cli import app
+from layercheck.cli.commands import app
 from layercheck.reporting.json import load
 
 runner = CliRunner()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from layercheck.cli import app
+from layercheck.cli.commands import app
 
 from conftest import ROOT, write_spec
 

@@ -14,12 +14,12 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from layercheck.cli import app
-from layercheck.layout import Layout
-from layercheck.registry import get, select
-from layercheck.result import CheckResult, RunReport
-from layercheck.runner import run_target
-from layercheck.subject import Target
+from layercheck.cli.commands import app
+from layercheck.engine.runner import run_target
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import get, select
+from layercheck.parent.result import CheckResult, RunReport
+from layercheck.target.subject import Target
 
 from conftest import ROOT, run_zoo, write_spec
 

@@ -12,13 +12,13 @@ from torch import nn
 from typer.testing import CliRunner
 
 import layercheck
-from layercheck.cli import app
-from layercheck.layout import Layout
-from layercheck.loading import resolve
-from layercheck.registry import get, select
-from layercheck.result import CheckResult, Status
-from layercheck.runner import run_target
-from layercheck.subject import Target
+from layercheck.cli.commands import app
+from layercheck.engine.runner import run_target
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import get, select
+from layercheck.parent.result import CheckResult, Status
+from layercheck.target.loading import resolve
+from layercheck.target.subject import Target
 
 from conftest import ROOT, run_zoo
 

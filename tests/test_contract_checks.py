@@ -15,14 +15,14 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from layercheck.accelerators import full_float32
 from layercheck.checks.devices import accelerators
-from layercheck.cli import app
-from layercheck.layout import Layout
-from layercheck.registry import get, select
-from layercheck.result import CheckResult, RunReport, Status
-from layercheck.runner import run_target
-from layercheck.subject import Target
+from layercheck.cli.commands import app
+from layercheck.engine.runner import run_target
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import get, select
+from layercheck.parent.result import CheckResult, RunReport, Status
+from layercheck.support.accelerators import full_float32
+from layercheck.target.subject import Target
 
 from conftest import ROOT, load_zoo, run_zoo
 
@@ -30,7 +30,7 @@ from conftest import ROOT, load_zoo, run_zoo
 def run(layer: type | nn.Module, *layouts: str, checks: tuple[str, ...], enable: tuple[str, ...] = (),
         devices: tuple[str, ...] = ()) -> RunReport:
     """Run ``checks`` and whatever they require (of the registered checks) on a layer."""
-    from layercheck.runner import Options
+    from layercheck.engine.runner import Options
 
     wanted: set[str] = set()
     stack = list(checks)
@@ -145,7 +145,7 @@ def test_the_device_comparison_runs_where_torch_forbids_setting_cudnn_flags() ->
     session) call torch.backends.disable_global_flags(): on torch before 2.9 the device check
     then ended in an error, setting cudnn.allow_tf32 directly. In a process of its own."""
     code = ("import torch; from torch import nn; torch.backends.disable_global_flags(); "
-            "from layercheck.api import check_layer; "
+            "from layercheck.engine.api import check_layer; "
             "r = check_layer(nn.Dropout(0.5), '4,3,5:BCU', checks=['device'], devices=['cpu']); "
             "print(next(x.status.value for x in r.runs[0].results if x.check == 'device'))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)

@@ -94,8 +94,8 @@ def test_the_docs_show_commands_in_console_blocks() -> None:
 @pytest.mark.parametrize("shown", _params())
 def test_every_layercheck_command_the_docs_show_runs(shown: Shown, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from layercheck.accelerators import accelerators
-    from layercheck.cli import app
+    from layercheck.cli.commands import app
+    from layercheck.support.accelerators import accelerators
 
     words = shlex.split(shown.command)[1:]
     devices = [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--on", "--device")]
@@ -151,8 +151,8 @@ def test_every_other_command_the_docs_show_is_what_ci_runs(root: Path) -> None:
 
 
 def test_the_screens_in_the_docs_are_what_the_terminal_shows(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from layercheck.accelerators import accelerators
-    from layercheck.cli import app
+    from layercheck.cli.commands import app
+    from layercheck.support.accelerators import accelerators
 
     if accelerators():  # the device check then runs and passes: other counts, another line
         pytest.skip("the screens are a machine's without CUDA or MPS (\"skipped device: no CUDA or MPS device\")")
@@ -183,9 +183,9 @@ def _pages() -> dict[str, str]:
 
 
 def test_each_check_has_a_page_with_what_layercheck_checks_id_prints() -> None:
-    from layercheck.cli import app, reflow
-    from layercheck.listing import as_text
-    from layercheck.registry import catalogue
+    from layercheck.cli.commands import app, reflow
+    from layercheck.parent.listing import as_text
+    from layercheck.parent.registry import catalogue
 
     pages = _pages()
     for info in catalogue():
@@ -211,7 +211,7 @@ def test_the_cli_page_holds_the_help_of_every_command() -> None:
 
 
 def test_the_spec_schema_page_names_every_key_the_spec_reader_accepts(root: Path) -> None:
-    from layercheck.spec import _CHECK_KEYS, _KEYS
+    from layercheck.parent.spec import _CHECK_KEYS, _KEYS
 
     text = (root / "docs" / "reference" / "spec-schema.md").read_text()
     block = re.search(r"```yaml\n(.*?)```", text, flags=re.S)
@@ -230,7 +230,7 @@ def _shape(value: Any) -> Any:
 
 
 def test_the_report_schema_page_shows_the_keys_a_json_report_has(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from layercheck.cli import app
+    from layercheck.cli.commands import app
 
     text = (root / "docs" / "reference" / "reports.md").read_text()
     shown = json.loads(re.search(r"<!-- json-schema.*?-->\n```json\n(.*?)```", text, flags=re.S).group(1))  # type: ignore[union-attr]

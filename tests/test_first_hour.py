@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from layercheck.cli import app
+from layercheck.cli.commands import app
 
 cli = CliRunner()
 
@@ -228,7 +228,7 @@ def test_a_device_that_is_not_here_is_a_usage_error(device: str) -> None:
 
 @pytest.mark.parametrize("columns", [80, 120])
 def test_the_catalogue_breaks_no_word_and_fits_the_terminal(columns: int) -> None:
-    from layercheck.registry import catalogue
+    from layercheck.parent.registry import catalogue
 
     result = cli.invoke(app, ["checks"], env={"COLUMNS": str(columns)})
     assert result.exit_code == 0
@@ -283,7 +283,7 @@ def test_help_checks_and_usage_errors_do_not_import_torch(root: Path) -> None:
     import subprocess
     import sys
 
-    probe = ("import sys\nfrom layercheck.cli import app\n"
+    probe = ("import sys\nfrom layercheck.cli.commands import app\n"
              "try:\n    app(sys.argv[1:], prog_name='layercheck')\nexcept SystemExit:\n    pass\n"
              "print('torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr)\n")
     for args in (["--help"], ["checks"], ["checks", "gradiens"], ["run", "specs", "--check", "gradiens"],

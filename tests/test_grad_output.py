@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch import nn
 
-from layercheck.layout import Layout
-from layercheck.registry import get, select
-from layercheck.result import CheckResult, Status
-from layercheck.runner import run_target
-from layercheck.subject import Target
+from layercheck.engine.runner import run_target
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import get, select
+from layercheck.parent.result import CheckResult, Status
+from layercheck.target.subject import Target
 
 from conftest import run_zoo
 

@@ -16,16 +16,17 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from layercheck import calibration, check_layer
-from layercheck.cli import app
-from layercheck.compare import Allowance, assert_close
-from layercheck.errors import CheckFailed
-from layercheck.layout import Layout
-from layercheck.loading import resolve
-from layercheck.registry import select
-from layercheck.result import RunReport
-from layercheck.runner import Options, run_target
-from layercheck.subject import Target
+from layercheck import check_layer
+from layercheck.cli.commands import app
+from layercheck.engine.runner import Options, run_target
+from layercheck.parent.errors import CheckFailed
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import select
+from layercheck.parent.result import RunReport
+from layercheck.support import calibration
+from layercheck.support.compare import Allowance, assert_close
+from layercheck.target.loading import resolve
+from layercheck.target.subject import Target
 
 from conftest import ROOT, load_zoo, run_zoo, write_spec
 

@@ -13,15 +13,15 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from layercheck.cli import app
-from layercheck.layout import Layout
-from layercheck.loading import resolve
+from layercheck.cli.commands import app
+from layercheck.engine.runner import Options, run_target
 from layercheck.numerics.functions import GradientFunction, LayerFunction
-from layercheck.registry import get, select
-from layercheck.result import RunReport
-from layercheck.runner import Options, run_target
-from layercheck.subject import Target
-from layercheck.tensors import backward_nodes
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import get, select
+from layercheck.parent.result import RunReport
+from layercheck.target.loading import resolve
+from layercheck.target.subject import Target
+from layercheck.target.tensors import backward_nodes
 
 from conftest import ROOT, load_zoo, run_zoo, write_spec
 

@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from layercheck import isolation, runner
-from layercheck.isolation import grace
-from layercheck.spec import load_spec
+from layercheck.engine import runner
+from layercheck.parent import isolation
+from layercheck.parent.isolation import grace
+from layercheck.parent.spec import load_spec
 
 from conftest import ROOT, write_spec
 

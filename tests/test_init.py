@@ -13,13 +13,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from layercheck.cli import app
-from layercheck.layout import Layout
-from layercheck.loading import resolve
-from layercheck.registry import select
-from layercheck.runner import Options, run_target
-from layercheck.spec import load_spec
-from layercheck.subject import Target
+from layercheck.cli.commands import app
+from layercheck.engine.runner import Options, run_target
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import select
+from layercheck.parent.spec import load_spec
+from layercheck.target.loading import resolve
+from layercheck.target.subject import Target
 
 from conftest import failed_checks
 

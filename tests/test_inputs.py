@@ -13,13 +13,13 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from layercheck.cli import app
-from layercheck.inputs import parse_input
-from layercheck.layout import Layout
-from layercheck.loading import resolve
-from layercheck.seeding import PARALLEL_DRAW, standard_normal
-from layercheck.spec import parse_spec
-from layercheck.subject import Target
+from layercheck.cli.commands import app
+from layercheck.parent.inputs import parse_input
+from layercheck.parent.layout import Layout
+from layercheck.parent.spec import parse_spec
+from layercheck.target.loading import resolve
+from layercheck.target.seeding import PARALLEL_DRAW, standard_normal
+from layercheck.target.subject import Target
 
 runner = CliRunner()
 

@@ -16,9 +16,9 @@ import pytest
 import torch
 from typer.testing import CliRunner, Result
 
-from layercheck import limits
-from layercheck.cli import app
-from layercheck.layout import Layout
+from layercheck.cli.commands import app
+from layercheck.parent import limits
+from layercheck.parent.layout import Layout
 
 from conftest import ROOT, write_spec
 
@@ -283,7 +283,7 @@ def test_a_worker_memory_limit_leaves_room_for_torch_and_fails_an_allocation_bey
     """The limit counts writable memory: a fresh process with torch imported fits under a
     small budget and gets an error, not a kill, for an allocation beyond it."""
     code = '''
-import torch, layercheck.limits as limits
+import torch, layercheck.parent.limits as limits
 limit = limits.limit_worker_memory(256 << 20)
 assert limit is not None
 x = torch.ones(1 << 20)  # 4 MB: fine
@@ -308,8 +308,8 @@ class _LayerThing:
 def test_a_result_the_parent_could_not_unpickle_arrives_as_the_json_report_holds_it() -> None:
     from multiprocessing import Pipe
 
-    from layercheck import serve
-    from layercheck.result import CheckResult, Status
+    from layercheck.engine import serve
+    from layercheck.parent.result import CheckResult, Status
 
     mine, theirs = Pipe()
     result = CheckResult("predict_runs", "", Status.FAILED, 0.1, "wrong", {"thing": _LayerThing(), "n": 2})
@@ -323,8 +323,8 @@ def test_a_detail_holding_torch_objects_arrives_without_torch_in_the_parent() ->
     result arrives as the JSON report holds it."""
     from multiprocessing import Pipe
 
-    from layercheck import serve
-    from layercheck.result import CheckResult, Status
+    from layercheck.engine import serve
+    from layercheck.parent.result import CheckResult, Status
 
     mine, theirs = Pipe()
     details = {"dtype": torch.float32, "size": torch.Size([2, 3]), "n": 2}
@@ -336,8 +336,9 @@ def test_a_detail_holding_torch_objects_arrives_without_torch_in_the_parent() ->
 def test_every_zoo_layer_gets_the_same_verdict_in_a_worker() -> None:
     """A false alarm is as bad as a miss: the zoo, judged in worker processes, gets the
     verdicts it gets in this process (tests/test_zoo.py judges those)."""
-    from layercheck import isolation, runner
-    from layercheck.spec import TargetSpec
+    from layercheck.engine import runner
+    from layercheck.parent import isolation
+    from layercheck.parent.spec import TargetSpec
 
     from conftest import ZOO, load_zoo, run_zoo, zoo_inputs, zoo_names
 
@@ -364,9 +365,10 @@ def test_a_worker_checks_the_plan_its_parent_resolved(tmp_path: Path, monkeypatc
     which checks it as given: it does not read the spec and the options again."""
     import dataclasses
 
-    from layercheck import isolation, runner, workers
-    from layercheck.plan import TargetPlan
-    from layercheck.spec import load_spec
+    from layercheck.engine import runner
+    from layercheck.parent import isolation, workers
+    from layercheck.parent.plan import TargetPlan
+    from layercheck.parent.spec import load_spec
 
     sent: list[Any] = []
     send = workers.Worker.send

@@ -1,6 +1,6 @@
 """A worker checks a layer without importing torch._dynamo or sympy, and gets torch's answers.
 
-Note [torch internals a check does not need] (layercheck/lazytorch.py): the fork server takes
+Note [torch internals a check does not need] (layercheck/engine/lazytorch.py): the fork server takes
 torch's short ways where they end as torch's own would; anything symbolic is torch's.
 """
 
@@ -14,7 +14,7 @@ import textwrap
 import pytest
 import torch
 
-from layercheck import lazytorch
+from layercheck.engine import lazytorch
 
 from conftest import ROOT
 

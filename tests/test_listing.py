@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from layercheck import listing
-from layercheck.registry import catalogue as registered
+from layercheck.parent import listing
+from layercheck.parent.registry import catalogue as registered
 
 
 def test_the_source_reading_matches_the_registry() -> None:
@@ -44,7 +44,7 @@ def test_a_check_page_read_from_source_matches_the_registry() -> None:
 
 def test_a_tolerance_table_the_source_does_not_settle_leaves_the_page_to_the_registry(tmp_path: Path) -> None:
     module = tmp_path / "mine.py"
-    module.write_text('from layercheck.registry import check, Tolerance\n\n'
+    module.write_text('from layercheck.parent.registry import check, Tolerance\n\n'
                       '@check("mine", title="t", tolerances=(Tolerance("float32", 1e-3, "b"),))\ndef mine(ctx):\n'
                       '    """Doc."""\n\n'
                       '@check("other", title="t", tolerances=make())\ndef other(ctx): ...\n')
@@ -65,7 +65,7 @@ def test_reading_the_catalogue_imports_no_torch() -> None:
 
 def test_a_declaration_the_source_does_not_settle_is_unreadable(tmp_path: Path) -> None:
     module = tmp_path / "mine.py"
-    module.write_text('from layercheck.registry import check\nTITLE = "a title"\n\n'
+    module.write_text('from layercheck.parent.registry import check\nTITLE = "a title"\n\n'
                       '@check("mine", title=TITLE, variants=compute())\ndef mine(ctx): ...\n\n'
                       '@check("other", title=make_title())\ndef other(ctx): ...\n')
     with pytest.raises(listing.Unreadable, match="make_title"):

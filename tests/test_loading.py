@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from layercheck.errors import LoadError
-from layercheck.loading import TargetNotFound, resolve, split_reference
+from layercheck.parent.errors import LoadError
+from layercheck.target.loading import TargetNotFound, resolve, split_reference
 
 
 def test_file_with_one_candidate_needs_no_class_name(root: Path) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from layercheck.cli import app
-from layercheck.registry import catalogue, get, load_checks
+from layercheck.cli.commands import app
+from layercheck.parent.registry import catalogue, get, load_checks
 
 cli = CliRunner()
 
@@ -153,8 +153,8 @@ def test_the_terminal_shows_the_whole_message_with_the_fix() -> None:
 
 
 def test_a_message_that_gives_its_own_fix_keeps_it_and_a_sampled_one_says_so_before_it() -> None:
-    from layercheck.result import CheckResult, Status
-    from layercheck.runner import _Sample
+    from layercheck.engine.runner import _Sample
+    from layercheck.parent.result import CheckResult, Status
 
     load_checks()
     info = get("backward_pure")
@@ -180,7 +180,7 @@ def test_a_file_reached_through_a_link_in_the_working_directory_is_shown_by_the_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The docs' commands run where docs/ is a link to the repository's: a backward named there
     reads as the user typed the path, not as the absolute path the link resolves to."""
-    from layercheck.locations import shown_path
+    from layercheck.support.locations import shown_path
 
     real = tmp_path / "elsewhere" / "layers"
     real.mkdir(parents=True)

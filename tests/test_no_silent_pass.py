@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from layercheck import check_layer
-from layercheck.cli import app
-from layercheck.result import BLOCKED, NOT_APPLICABLE, NOT_JUDGED, Status
+from layercheck.cli.commands import app
+from layercheck.parent.result import BLOCKED, NOT_APPLICABLE, NOT_JUDGED, Status
 
 from conftest import run_zoo
 

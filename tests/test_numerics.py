@@ -8,7 +8,6 @@ import pytest
 import torch
 from torch import nn
 
-from layercheck.layout import Layout
 from layercheck.numerics.engine import (
     BASE_STEP,
     EPS64,
@@ -21,7 +20,8 @@ from layercheck.numerics.engine import (
 from layercheck.numerics.functions import LayerFunction
 from layercheck.numerics.locate import diagnose
 from layercheck.numerics.verdict import judge
-from layercheck.subject import Target
+from layercheck.parent.layout import Layout
+from layercheck.target.subject import Target
 
 from conftest import load_zoo
 

@@ -16,10 +16,10 @@ import yaml
 from typer.testing import CliRunner
 
 import layercheck
-from layercheck.cli import app
-from layercheck.loading import resolve
-from layercheck.result import Status
-from layercheck.subject import Target
+from layercheck.cli.commands import app
+from layercheck.parent.result import Status
+from layercheck.target.loading import resolve
+from layercheck.target.subject import Target
 
 from conftest import ROOT
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from layercheck.inputs import parse_input
-from layercheck.plan import Options, TargetPlan
-from layercheck.spec import TargetSpec
+from layercheck.parent.inputs import parse_input
+from layercheck.parent.plan import Options, TargetPlan
+from layercheck.parent.spec import TargetSpec
 
 
 def _spec(**fields: object) -> TargetSpec:

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import layercheck
-from layercheck import registry, runner
-from layercheck.spec import load_spec
+from layercheck.engine import runner
+from layercheck.parent import registry
+from layercheck.parent.spec import load_spec
 
 from conftest import ROOT
 

@@ -7,7 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
-from layercheck.registry import catalogue
+from layercheck.parent.registry import catalogue
 
 
 def test_readme_catalogue_lists_every_check_with_its_default(root: Path) -> None:

@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 import layercheck
-from layercheck.cli import app
+from layercheck.cli.commands import app
+from layercheck.parent.result import Report
 from layercheck.reporting import registry
 from layercheck.reporting.json import load
-from layercheck.result import Report
 
 from conftest import ROOT
 
@@ -116,7 +116,7 @@ def test_help_lists_the_formats() -> None:
 
 
 def test_reporters_import_neither_torch_nor_each_other_through_result() -> None:
-    code = ("import sys, layercheck.result\n"
+    code = ("import sys, layercheck.parent.result\n"
             "loaded = sorted(m for m in sys.modules if m.startswith('layercheck.reporting.'))\n"
             "from layercheck.reporting import registry\nregistry.load_reporters()\n"
             "print(loaded, 'torch' in sys.modules)")
@@ -140,11 +140,12 @@ def _module_imports(path: Path) -> set[str]:
 
 def test_no_static_import_cycle_between_result_and_the_reporters() -> None:
     package = ROOT / "layercheck"
-    files = {"layercheck.result": package / "result.py", "layercheck.reporting": package / "reporting" / "__init__.py"}
+    files = {"layercheck.parent.result": package / "parent" / "result.py",
+             "layercheck.reporting": package / "reporting" / "__init__.py"}
     files |= {f"layercheck.reporting.{p.stem}": p for p in (package / "reporting").glob("*.py") if p.stem != "__init__"}
     graph = {name: _module_imports(path) & set(files) for name, path in files.items()}
     assert graph["layercheck.reporting.registry"] == set()  # neither result nor any reporter
-    assert graph["layercheck.result"] == {"layercheck.reporting", "layercheck.reporting.registry"}
+    assert graph["layercheck.parent.result"] == {"layercheck.reporting", "layercheck.reporting.registry"}
 
     def cycle_from(start: str, seen: tuple[str, ...]) -> tuple[str, ...] | None:
         for nxt in sorted(graph[start]):
@@ -236,7 +237,7 @@ def test_the_json_report_records_the_reporter_plugins_that_wrote_the_run(
     report's environment; one installed but not used is not."""
     from importlib.metadata import EntryPoint
 
-    from layercheck import plugins
+    from layercheck.parent import plugins
 
     (tmp_path / "layercheck_count.py").write_text(
         "from layercheck import reporter\n\n\n@reporter('count', title='how many results', suffix='.count')\n"
@@ -373,7 +374,7 @@ def test_report_refuses_what_is_not_a_layercheck_report(saved: Path, tmp_path: P
 
 
 def test_report_imports_no_torch(saved: Path, tmp_path: Path) -> None:
-    probe = ("import sys\nfrom layercheck.cli import app\n"
+    probe = ("import sys\nfrom layercheck.cli.commands import app\n"
              "try:\n    app(sys.argv[1:], prog_name='layercheck')\nexcept SystemExit as exc:\n    code = exc.code\n"
              "print(code, 'torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr)\n")
     for args, code in ((["report", str(saved), "-f", "html", "-o", str(tmp_path / "r.html")], 0),

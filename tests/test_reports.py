@@ -22,12 +22,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from layercheck import runner
-from layercheck.cli import app
+from layercheck.cli.commands import app
+from layercheck.engine import runner
+from layercheck.parent.result import CheckResult, Report, RunReport, Status
+from layercheck.parent.spec import load_spec
 from layercheck.reporting import console, formats, render
 from layercheck.reporting.json import load
-from layercheck.result import CheckResult, Report, RunReport, Status
-from layercheck.spec import load_spec
 
 from conftest import ROOT, run_zoo, write_spec
 

@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from layercheck import CheckFailed, CheckSkipped, Layout, Status, UsageError
-from layercheck.registry import CheckInfo, Planned, catalogue, select
-from layercheck.runner import Context, Options, run_target
-from layercheck.subject import Target
+from layercheck.engine.runner import Context, Options, run_target
+from layercheck.parent.registry import CheckInfo, Planned, catalogue, select
+from layercheck.target.subject import Target
 
 
 class Scale(nn.Module):
@@ -234,7 +234,7 @@ def test_select_rejects_unknown_ids_with_a_suggestion() -> None:
 
 
 def test_the_first_checks_on_the_bundled_layers_pass_and_spot_the_custom_backward(root) -> None:
-    from layercheck.loading import resolve
+    from layercheck.target.loading import resolve
 
     for ref, layouts in [
         ("layers/prelu.py", ["4,3,5:BCU"]),

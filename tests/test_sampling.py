@@ -12,14 +12,14 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from layercheck import subject
-from layercheck.api import check_layer
-from layercheck.cli import app
-from layercheck.inputs import InputSpec
-from layercheck.layout import Layout
-from layercheck.loading import resolve
-from layercheck.registry import get, load_checks
-from layercheck.subject import Target
+from layercheck.cli.commands import app
+from layercheck.engine.api import check_layer
+from layercheck.parent.inputs import InputSpec
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import get, load_checks
+from layercheck.target import subject
+from layercheck.target.loading import resolve
+from layercheck.target.subject import Target
 
 from conftest import load_zoo
 

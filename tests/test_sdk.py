@@ -20,8 +20,8 @@ from torch import nn
 from typer.testing import CliRunner
 
 import layercheck
-from layercheck.cli import app
-from layercheck.result import Report
+from layercheck.cli.commands import app
+from layercheck.parent.result import Report
 
 from conftest import ROOT, install_package, write_spec
 
@@ -133,7 +133,7 @@ def test_an_instance_checked_from_python_is_reproduced_in_python(buggy: Path) ->
 
 
 def test_a_class_checked_from_python_is_reproduced_on_the_command_line(buggy: Path) -> None:
-    from layercheck.loading import resolve
+    from layercheck.target.loading import resolve
 
     cls = resolve("my layers/buggy.py:Scaled", base_dir=Path.cwd())
     report = layercheck.check_layer(cls, "4,8:BC", args=[2.0])
@@ -202,7 +202,7 @@ def test_every_check_uses_only_tolerances_it_declares() -> None:
     """No hard-coded tolerance a user cannot reach: a check that asks for an undeclared one ends in
     an error (ctx.tolerance raises CheckError), which the zoo would show; here the declarations
     themselves are checked to cover what the README promises."""
-    from layercheck.registry import catalogue
+    from layercheck.parent.registry import catalogue
 
     declared = {info.id: {t.dtype for t in info.tolerances} for info in catalogue()}
     for check in ("gradients", "needs_input_grad", "noncontiguous", "device", "observations", "state_dict",
@@ -258,10 +258,10 @@ def test_the_readme_walk_through_adds_a_check_from_its_own_package(tmp_path: Pat
 
 
 def test_a_check_that_reads_a_shared_run_it_did_not_declare_is_an_error_not_a_verdict() -> None:
-    from layercheck.registry import CheckInfo, Planned
-    from layercheck.runner import run_target
+    from layercheck.engine.runner import run_target
+    from layercheck.parent.registry import CheckInfo, Planned
     from layercheck.sdk import Context, reference_predict
-    from layercheck.subject import Target
+    from layercheck.target.subject import Target
 
     def sloppy(ctx: Context) -> None:
         reference_predict(ctx)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from layercheck import Layout, SpecError
-from layercheck.spec import find_specs, load_spec
+from layercheck.parent.spec import find_specs, load_spec
 
 
 def write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:

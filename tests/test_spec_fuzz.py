@@ -17,7 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from layercheck.cli import app
+from layercheck.cli.commands import app
 
 SEED = 20240611
 CASES = 300

@@ -12,7 +12,7 @@ from torch import nn
 from layercheck import check_layer
 from layercheck.checks import gradients as gradient_checks
 from layercheck.numerics import second_looks
-from layercheck.result import Status
+from layercheck.parent.result import Status
 
 from conftest import load_zoo, run_zoo
 

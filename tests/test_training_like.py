@@ -48,12 +48,12 @@ def test_a_wrong_backward_on_the_second_call_is_caught_and_says_so() -> None:
 
 
 def test_state_the_next_call_ignores_costs_no_second_reference() -> None:
-    from layercheck.context import Context
-    from layercheck.invocation import Invocation
-    from layercheck.layout import Layout
     from layercheck.numerics.second_looks import second_call_reference
-    from layercheck.registry import get
-    from layercheck.subject import Target
+    from layercheck.parent.invocation import Invocation
+    from layercheck.parent.layout import Layout
+    from layercheck.parent.registry import get
+    from layercheck.support.context import Context
+    from layercheck.target.subject import Target
 
     target = Target(nn.BatchNorm1d, [Layout.parse("4,3:BC")], args=(3,))
     ctx = Context(target, get("gradients"), "float64", invocation=Invocation(None), tolerances={}, devices=(),

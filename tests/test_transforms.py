@@ -8,13 +8,13 @@ import pytest
 import torch
 from torch import nn
 
-from layercheck.accelerators import accelerators
-from layercheck.layout import Layout
-from layercheck.loading import resolve
-from layercheck.registry import get, select
-from layercheck.result import CheckResult, Status
-from layercheck.runner import Options, run_target
-from layercheck.subject import Target
+from layercheck.engine.runner import Options, run_target
+from layercheck.parent.layout import Layout
+from layercheck.parent.registry import get, select
+from layercheck.parent.result import CheckResult, Status
+from layercheck.support.accelerators import accelerators
+from layercheck.target.loading import resolve
+from layercheck.target.subject import Target
 
 from conftest import ROOT, run_zoo
 

@@ -1,6 +1,6 @@
 """Triton layers checked on a CPU-only machine under Triton's interpreter (--interpret, spec key
 interpret: true; on by itself where Triton is installed and no GPU is present), and the
-interpreter's gaps layercheck closes (layercheck/triton_interpret.py, Note [triton interpreter]).
+interpreter's gaps layercheck closes (layercheck/target/triton_interpret.py, Note [triton interpreter]).
 
 The layers are tests/gpu/: a leaky ReLU, an RMS norm (a float eps, libdevice.rsqrt, a weight
 gradient accumulated across programs) and a gated MLP (autotuned over two configs, a backward
@@ -22,13 +22,14 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from layercheck import runner as layercheck_runner
-from layercheck.cli import app
+from layercheck.cli.commands import app
+from layercheck.engine import runner as layercheck_runner
 
 from conftest import ROOT, run_zoo
 
 triton = pytest.importorskip("triton")
-from layercheck import limits, triton_interpret  # noqa: E402  (it imports Triton)
+from layercheck.parent import limits  # noqa: E402  (it imports Triton)
+from layercheck.target import triton_interpret  # noqa: E402
 
 runner = CliRunner()
 pytest_plugins = ["pytester"]
@@ -166,7 +167,7 @@ def test_the_closed_gaps_compute_what_compiled_triton_computes(monkeypatch: pyte
     types a float argument; libdevice's NumPy bodies; the first autotune config)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # put back after the test
     assert layercheck_runner.prepare_interpreter(True) is triton_interpret
-    from layercheck.loading import resolve
+    from layercheck.target.loading import resolve
 
     layer = resolve(f"{_gap_layer(tmp_path, name)}:Layer")()
     for dtype in (torch.float32, torch.float64):
@@ -372,7 +373,7 @@ def test_the_check_clock_is_the_running_checks_own() -> None:
 
 
 def _sizes(*layouts: str, **limits_: int) -> list[str]:
-    from layercheck.inputs import parse_input
+    from layercheck.parent.inputs import parse_input
 
     return [str(spec.layout) for spec in triton_interpret.interpreted_sizes([parse_input(t) for t in layouts],
                                                                            **limits_)]
@@ -441,7 +442,7 @@ def test_interpret_sizes_full_checks_the_layouts_given_and_is_in_the_reproduce_c
     # asked for where the layer's import defines no kernel: recorded, and nothing reduced
     _, run, _ = run_json(str(ROOT / "specs" / "prelu.yaml"), "--interpret", "--check", "forward_runs")
     assert run["interpreter"]["sizes"] == "given" and "no Triton kernel" in run["interpreter"]["why"]
-    from layercheck.invocation import Invocation
+    from layercheck.parent.invocation import Invocation
 
     words = Invocation("x.py", layouts=(), interpret=True, interpret_sizes="full").command_words("gradients")
     assert words is not None and words[-3:] == ["--interpret", "--interpret-sizes", "full"]
@@ -519,7 +520,7 @@ def test_check_layer_interprets_kernels_at_reduced_sizes_and_puts_the_environmen
     (failed,) = report.failures()
     assert failed[1].check == "gradients" and report.runs[0].interpreter["sizes"] == "given"  # type: ignore[index]
     assert failed[1].details["reproduce"].endswith(" --interpret --interpret-sizes full")
-    from layercheck.invocation import Invocation
+    from layercheck.parent.invocation import Invocation
 
     python = Invocation(None, interpret=True, interpret_sizes="full").reproduce("gradients")
     assert python.startswith("layercheck.check_layer(layer, ") and "interpret=True, interpret_sizes='full'" in python

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from layercheck import subject
-from layercheck.result import RunReport
+from layercheck.parent.result import RunReport
+from layercheck.target import subject
 
 from conftest import failed_checks, load_zoo, run_zoo, zoo_names
 

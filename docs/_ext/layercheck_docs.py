@@ -26,7 +26,7 @@ COLUMNS = "100"
 def _invoke(*args: str) -> str:
     from typer.testing import CliRunner
 
-    from layercheck.cli import app
+    from layercheck.cli.commands import app
 
     result = CliRunner().invoke(app, list(args), env={"COLUMNS": COLUMNS, "NO_COLOR": "1", "TERM": "dumb"},
                                 prog_name="layercheck")
@@ -38,7 +38,7 @@ def _invoke(*args: str) -> str:
 def command_names() -> list[str]:
     import typer
 
-    from layercheck.cli import app
+    from layercheck.cli.commands import app
 
     return list(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 
@@ -78,7 +78,7 @@ def check_page(check_id: str, title: str) -> str:
 
 
 def checks_index() -> str:
-    from layercheck.listing import entries
+    from layercheck.parent.listing import entries
 
     rows = ["| id | runs | what it checks | MATLAB (or PyTorch) counterpart |", "|---|---|---|---|"]
     for e in entries():
@@ -180,7 +180,7 @@ def pages() -> dict[str, str]:
     """Every generated page, by its path under docs/."""
     from unittest import mock
 
-    from layercheck import listing
+    from layercheck.parent import listing
 
     # `layercheck checks ID` reads the catalogue from source to validate ID (a few tenths of a
     # second); read once here for every page, the commands print the same.

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 def _run(words: list[str], columns: str) -> str:
     from typer.testing import CliRunner
 
-    from layercheck.cli import app
+    from layercheck.cli.commands import app
 
     result = CliRunner().invoke(app, words, env={"COLUMNS": columns}, prog_name="layercheck")
     return "\n".join(line.rstrip() for line in result.stdout.splitlines()).strip("\n")

@@ -15,7 +15,6 @@ from typing import Any
 import torch
 
 from layercheck._sdk_internal import cotangents, custom_functions, failing, path_allowance, path_tolerances, user_trace
-from layercheck.calling import backpropagate
 from layercheck.sdk import (
     EXACT,
     FORWARD,
@@ -33,7 +32,8 @@ from layercheck.sdk import (
     reference_forward,
     seeded,
 )
-from layercheck.tensors import backward_nodes
+from layercheck.target.calling import backpropagate
+from layercheck.target.tensors import backward_nodes
 
 
 @dataclass

@@ -20,7 +20,7 @@ from layercheck.sdk import (
     needs_batch,
     predict_run,
 )
-from layercheck.subject import Checkpoint
+from layercheck.target.subject import Checkpoint
 
 _SAMPLED = 4  # observations run one at a time: batch-wide mixing shows in every one, so a few suffice
 # The second number of observations, after the layout's: the smallest batch that is still one

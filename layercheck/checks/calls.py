@@ -10,8 +10,6 @@ from torch import nn
 from torch.nn.parameter import is_lazy
 
 from layercheck._sdk_internal import describe_shapes, forward_is_random, share_predict
-from layercheck.building import has_uninitialized_parameters, initialize, initialize_hook
-from layercheck.calling import signature_accepts
 from layercheck.sdk import (
     EXACT,
     Allowance,
@@ -26,7 +24,9 @@ from layercheck.sdk import (
     mismatch,
     modules_only,
 )
-from layercheck.tensors import custom_backward_nodes, leaves_in
+from layercheck.target.building import has_uninitialized_parameters, initialize, initialize_hook
+from layercheck.target.calling import signature_accepts
+from layercheck.target.tensors import custom_backward_nodes, leaves_in
 
 # Predict and forward of a layer whose behaviour does not depend on the mode are the same
 # operations on the same values: only the train/eval switch of a submodule that ignores it
@@ -110,7 +110,7 @@ def initialize_keeps_values(ctx: Context) -> tuple[str, dict[str, Any]]:
     lazy = has_uninitialized_parameters(layer)
     if not callable(hook) and not lazy:
         ctx.target.pristine()
-        if ctx.target.first_call_initialises:  # Note [data-dependent initialisation] in building.py
+        if ctx.target.first_call_initialises:  # Note [data-dependent initialisation] in target/building.py
             return ("no initialize hook: the first training call sets the parameters from the data (a data-dependent "
                     "initialisation, as Glow's ActNorm) and the second leaves them, so every check starts from the "
                     "layer after one training call on the generated inputs, as after a user's first batch", {})

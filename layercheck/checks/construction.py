@@ -16,7 +16,6 @@ import torch
 from torch import nn
 
 from layercheck._sdk_internal import failing, output_names, rounding_allowance_of, rounding_tolerances, user_trace
-from layercheck.building import initialize_hook
 from layercheck.sdk import (
     PREDICT,
     CheckFailed,
@@ -33,6 +32,7 @@ from layercheck.sdk import (
     reference_predict,
     seeded,
 )
+from layercheck.target.building import initialize_hook
 
 _NO_CONSTRUCTOR = modules_only("operations (autograd.Function) have no constructor")
 

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from layercheck._sdk_internal import Target
-from layercheck.invocation import class_reference
+from layercheck.parent.invocation import class_reference
 from layercheck.sdk import (
     CheckError,
     CheckFailed,
@@ -524,7 +524,7 @@ def _drawn_unlike(value: torch.Tensor, eager: torch.Tensor) -> str | None:
 def rank_main() -> None:
     """Entry point of one rank: ``python -c '...rank_main()' FOLDER RANK PORT``."""
     folder, rank, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    from layercheck.serve import _die_with_parent
+    from layercheck.engine.serve import _die_with_parent
 
     _die_with_parent()
     with open(os.path.join(folder, "job.pkl"), "rb") as f:
@@ -549,7 +549,7 @@ class _Rank:
     layer alone on this rank's half, DDP and FSDP2, and FSDP2's initialisation from meta."""
 
     def __init__(self, job: dict[str, Any], rank: int, port: int, result: dict[str, Any]) -> None:
-        from layercheck.loading import resolve
+        from layercheck.target.loading import resolve
 
         self.job, self.rank, self.port, self.result = job, rank, port, result
         self.target = Target(resolve(job["reference"]), job["specs"], args=job["args"], kwargs=job["kwargs"],
@@ -694,8 +694,8 @@ class _Rank:
             record["error"] = f"{type(exc).__name__}: {exc}"
 
     def _meta(self) -> None:
-        from layercheck.building import initialize
-        from layercheck.seeding import seeded
+        from layercheck.target.building import initialize
+        from layercheck.target.seeding import seeded
 
         record: dict[str, Any] = {"parameters": {}, "buffers": {}}
         self.result["meta"] = record
@@ -765,7 +765,7 @@ def _collectives(dist: Any) -> int:
 
 
 def _normal(shape: tuple[int, ...], seed: int) -> torch.Tensor:
-    from layercheck.seeding import standard_normal
+    from layercheck.target.seeding import standard_normal
 
     return standard_normal(shape, seed)
 

@@ -53,7 +53,7 @@ from layercheck.numerics.second_looks import (
     tails_in_float32,
 )
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, judge
-from layercheck.registry import check
+from layercheck.parent.registry import check
 from layercheck.sdk import (
     DTYPES,
     FORWARD,
@@ -622,7 +622,7 @@ def _judge_tails_float32(ctx: Context, ref: Reference, details: dict[str, Any]) 
 def _floors(ctx: Context, names: Sequence[str], gaps: Sequence[_Gap], tolerance: float,
             dtype: torch.dtype, *, beside: bool = False) -> tuple[list[float], list[str]]:
     """Per tensor, the rounding floor of the norm of a difference between two computations of
-    its gradient (Note [rounding floor] in ``layercheck/calibration.py``) and where it comes
+    its gradient (Note [rounding floor] in ``layercheck/support/calibration.py``) and where it comes
     from, on the layer beside the point where the gradients were compared there; measured only
     when some tensor exceeds the tolerance without it."""
     if all(gap.relative <= tolerance for gap in gaps):

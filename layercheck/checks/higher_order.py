@@ -45,7 +45,7 @@ from layercheck.numerics.engine import EPS64, Comparison, FiniteDifferences, Pro
 from layercheck.numerics.functions import Backprop, GradientFunction, LayerFunction
 from layercheck.numerics.reference import Reference, float64_reference, fresh_copy, skip_if_not_differentiable
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, judge
-from layercheck.registry import check
+from layercheck.parent.registry import check
 from layercheck.sdk import CheckFailed, CheckSkipped, Context, LayerRaised, Outputs, Tolerance
 
 # Both checks are judged against the gradient check's float64 finite differences, so their

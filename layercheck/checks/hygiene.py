@@ -29,8 +29,8 @@ from layercheck._sdk_internal import (
     present_grads,
     run_along,
 )
-from layercheck.layout import Layout
 from layercheck.numerics.reference import float32_run
+from layercheck.parent.layout import Layout
 from layercheck.sdk import (
     EXACT,
     FORWARD,

@@ -27,7 +27,6 @@ from layercheck._sdk_internal import (
     scaled_allowance,
     user_trace,
 )
-from layercheck.calling import backpropagate
 from layercheck.sdk import (
     FORWARD,
     PREDICT,
@@ -50,6 +49,7 @@ from layercheck.sdk import (
     reference_predict,
     seeded,
 )
+from layercheck.target.calling import backpropagate
 
 Explain = Callable[[], tuple[str, str]]
 """What leads a failure (the Functions that lack what a transform needs) and what to do about it."""

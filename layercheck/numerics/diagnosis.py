@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from layercheck.compare import dtype_name, largest
-from layercheck.errors import CheckFailed
 from layercheck.numerics.engine import BASE_STEP, Probe
 from layercheck.numerics.verdict import Verdict
+from layercheck.parent.errors import CheckFailed
+from layercheck.support.compare import dtype_name, largest
 
 if TYPE_CHECKING:
-    from layercheck.context import Context
     from layercheck.numerics.reference import Reference
+    from layercheck.support.context import Context
 
 
 # A tensor whose float64 gradient moves the layer's output by less than this share of what

@@ -178,7 +178,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import torch
 
-from layercheck.compare import largest, ratio
+from layercheck.support.compare import largest, ratio
 
 BASE_STEP = 1e-8  # Note [step]
 MAX_STEP = 1e-3  # Note [precision]: larger steps turn truncation error into the problem

@@ -12,14 +12,14 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from layercheck.calling import backpropagate
-from layercheck.compare import real_view
-from layercheck.errors import LayerRaised
-from layercheck.frames import user_trace
 from layercheck.numerics.engine import Moved, NotDifferentiable, chunk_sums, materialized
-from layercheck.seeding import seeded
-from layercheck.subject import Mode, Subject
-from layercheck.tensors import Outputs, backward_nodes
+from layercheck.parent.errors import LayerRaised
+from layercheck.support.compare import real_view
+from layercheck.target.calling import backpropagate
+from layercheck.target.frames import user_trace
+from layercheck.target.seeding import seeded
+from layercheck.target.subject import Mode, Subject
+from layercheck.target.tensors import Outputs, backward_nodes
 
 # Note [widened islands]
 #     Differencing a float32 island at float32's step (Note [float32 islands] in trace.py)

@@ -29,7 +29,6 @@ from typing import Any
 
 import torch
 
-from layercheck import limits
 from layercheck.numerics.engine import (
     DifferentiableFunction,
     FiniteDifferences,
@@ -38,6 +37,7 @@ from layercheck.numerics.engine import (
 )
 from layercheck.numerics.patterns import explain
 from layercheck.numerics.verdict import Verdict, judge
+from layercheck.parent import limits
 
 # What narrowing a wrong tensor down may cost, only when the check has already failed: about
 # 40 evaluations (0.6 s for SReLU at 24,24,20,128). A layer slow to evaluate (Triton kernels

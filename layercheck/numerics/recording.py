@@ -12,14 +12,14 @@ from typing import Any
 
 import torch
 
-from layercheck.compare import dtype_name
-from layercheck.context import Context
-from layercheck.errors import LayerRaised
 from layercheck.numerics.functions import Backprop, LayerFunction
 from layercheck.numerics.trace import Trace, Tracing, trace
-from layercheck.runs import cotangents
-from layercheck.subject import Subject
-from layercheck.tensors import custom_functions
+from layercheck.parent.errors import LayerRaised
+from layercheck.support.compare import dtype_name
+from layercheck.support.context import Context
+from layercheck.support.runs import cotangents
+from layercheck.target.subject import Subject
+from layercheck.target.tensors import custom_functions
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,6 @@ from typing import Any, NoReturn
 import torch
 from torch import nn
 
-from layercheck.compare import all_finite, dtype_name, nonfinite
-from layercheck.context import Context
-from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
-from layercheck.frames import user_frame
 from layercheck.numerics.engine import FiniteDifferences, NotDifferentiable, OnKinks, Probe, TooNoisy, Unstable
 from layercheck.numerics.functions import Backprop, LayerFunction
 from layercheck.numerics.locate import Finding, diagnose
@@ -28,9 +24,13 @@ from layercheck.numerics.patterns import PATTERN_DRAWS
 from layercheck.numerics.recording import Analytic, KeptGradients, analytic_run
 from layercheck.numerics.trace import Trace, Tracing, trace
 from layercheck.numerics.verdict import Verdict, judge
-from layercheck.registry import GRADIENTS
-from layercheck.runs import layer_is_float32
-from layercheck.subject import Subject
+from layercheck.parent.errors import CheckFailed, CheckSkipped, LayerRaised
+from layercheck.parent.registry import GRADIENTS
+from layercheck.support.compare import all_finite, dtype_name, nonfinite
+from layercheck.support.context import Context
+from layercheck.support.runs import layer_is_float32
+from layercheck.target.frames import user_frame
+from layercheck.target.subject import Subject
 
 # The checks that read the gradient check's shared runs (each holds full-size inputs, outputs
 # and gradients): once they have all run, the runner lets the runs go (Context.shared).

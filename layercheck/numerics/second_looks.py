@@ -11,15 +11,15 @@ from typing import Any
 
 import torch
 
-from layercheck.compare import all_finite, dtype_name, nonfinite
-from layercheck.context import Context
-from layercheck.errors import CheckFailed, CheckSkipped, LayerRaised
 from layercheck.numerics.functions import LayerFunction
 from layercheck.numerics.recording import Analytic, analytic_run
 from layercheck.numerics.reference import FLOAT64_READERS, Reference, fresh_layer, judged, nonfinite_problem
-from layercheck.runs import cotangents
-from layercheck.subject import Mode, Subject
-from layercheck.tensors import Outputs, backward_nodes
+from layercheck.parent.errors import CheckFailed, CheckSkipped, LayerRaised
+from layercheck.support.compare import all_finite, dtype_name, nonfinite
+from layercheck.support.context import Context
+from layercheck.support.runs import cotangents
+from layercheck.target.subject import Mode, Subject
+from layercheck.target.tensors import Outputs, backward_nodes
 
 # Note [second draw]
 #     A hand-written backward may branch on how its inputs compare (which of two bounds is the
@@ -367,7 +367,7 @@ def second_call_reference(ctx: Context, *, beside: bool = False) -> Reference | 
 #     still moves have every step written over as well (a row moved off the sphere is put back
 #     on it), so they see the gradient of what the write keeps. A write that stops after the
 #     first call is taken for a data-dependent initialisation and made before any check (Note
-#     [data-dependent initialisation] in building.py), so the first draw of the inputs is judged
+#     [data-dependent initialisation] in target/building.py), so the first draw of the inputs is judged
 #     past it; but a second draw (Note [second draw]) reads other rows of an embedding, which
 #     its first call renormalises: nn.Embedding(10, 4, max_norm=1.0) failed gradients[float64]
 #     there ("wrong gradient of parameter 'weight'", relative error 0.3-1.6). Where the second

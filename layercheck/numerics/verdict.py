@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 
-from layercheck.compare import ratio
 from layercheck.numerics.engine import (
     BASE_STEP,
     NOISE_CEILING,
@@ -22,6 +21,7 @@ from layercheck.numerics.engine import (
     Region,
     TooNoisy,
 )
+from layercheck.support.compare import ratio
 
 # Tolerances on relative errors, per dtype of the analytic gradient (overridable per dtype
 # in the spec's ``tolerance:`` and with ``--tolerance``).

@@ -23,6 +23,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from layercheck.parent.result import Report, RunReport, Status
 from layercheck.reporting.details import (
     NOT_APPLICABLE,
     NOT_JUDGED,
@@ -35,7 +36,6 @@ from layercheck.reporting.details import (
     summary_line,
 )
 from layercheck.reporting.registry import reporter
-from layercheck.result import Report, RunReport, Status
 
 STYLES = {
     Status.PASSED: "green",

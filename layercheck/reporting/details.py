@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from layercheck.result import CheckResult, Report, RunReport, Status
-from layercheck.result import label as check_label
+from layercheck.parent.result import CheckResult, Report, RunReport, Status
+from layercheck.parent.result import label as check_label
 
 # The keys printed last, in this order: what a reader needs after the numbers.
 _LAST = ("traceback", "reproduce")

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from layercheck.parent.result import Report, Status
 from layercheck.reporting.details import interpreted_text, label, plural, result_location, summary_line
 from layercheck.reporting.registry import reporter
-from layercheck.result import Report, Status
 
 MAX_ANNOTATIONS = 10
 """Annotations of one kind (error, notice) GitHub Actions shows per step."""

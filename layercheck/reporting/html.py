@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from layercheck.parent.result import CheckResult, Report, RunReport, Status
 from layercheck.reporting.details import (
     NOT_APPLICABLE,
     counts_text,
@@ -32,7 +33,6 @@ from layercheck.reporting.details import (
 )
 from layercheck.reporting.plots import gradient_figures
 from layercheck.reporting.registry import reporter
-from layercheck.result import CheckResult, Report, RunReport, Status
 
 MESSAGE_LIMIT = 300
 """Characters of a message in the checks table; failures below it show the whole message."""

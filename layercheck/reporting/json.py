@@ -6,8 +6,8 @@ import json
 import math
 from typing import Any
 
+from layercheck.parent.result import Report
 from layercheck.reporting.registry import reporter
-from layercheck.result import Report
 
 
 @reporter("json", title="versioned schema layercheck.report/1, for programs", suffix=".json")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from layercheck.parent.result import CheckResult, Report, RunReport, Status
 from layercheck.reporting.details import details_text, interpreted_text, label, location_text, printable
 from layercheck.reporting.registry import reporter
-from layercheck.result import CheckResult, Report, RunReport, Status
 
 LOAD_CASE = "load"
 """Name of the testcase that stands for a target which could not be loaded or constructed."""

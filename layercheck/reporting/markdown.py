@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from layercheck.parent.result import CheckResult, Report, RunReport, Status
 from layercheck.reporting.details import (
     counts_text,
     input_text,
@@ -21,7 +22,6 @@ from layercheck.reporting.details import (
     summary_line,
 )
 from layercheck.reporting.registry import reporter
-from layercheck.result import CheckResult, Report, RunReport, Status
 
 ICONS = {Status.PASSED: "✅", Status.FAILED: "❌", Status.ERROR: "⚠️", Status.SKIPPED: "⏭️"}
 

@@ -3,7 +3,7 @@
 Built-in reporters register exactly as a third party's would: a module under
 ``layercheck/reporting/`` (or one named by an entry point in the ``layercheck.reporters``
 group) decorates a function ``render(report) -> str`` with :func:`reporter`. This module
-imports no reporter and not :mod:`layercheck.result` (not even for types): it loads the
+imports no reporter and not :mod:`layercheck.parent.result` (not even for types): it loads the
 reporters when a format is first asked for, so that ``Report.render`` can look formats up
 here without a cycle.
 """
@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from layercheck import plugins
-from layercheck.errors import UsageError, did_you_mean
+from layercheck.parent import plugins
+from layercheck.parent.errors import UsageError, did_you_mean
 
 ENTRY_POINT_GROUP = plugins.REPORTERS
 
@@ -26,7 +26,7 @@ BUILTIN_ORDER = ("table", "json", "junit", "markdown", "html", "github")
 
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
 
-Renderer = Callable[[Any], str]  # given a layercheck.result.Report
+Renderer = Callable[[Any], str]  # given a layercheck.parent.result.Report
 R = TypeVar("R", bound=Renderer)
 
 
@@ -87,7 +87,7 @@ def known_formats() -> list[str]:
 
 
 def get(name: str) -> ReporterInfo:
-    """The format called ``name``; an unknown name is a :class:`~layercheck.errors.UsageError`."""
+    """The format called ``name``; an unknown name is a :class:`~layercheck.parent.errors.UsageError`."""
     load_reporters()
     if name not in _REGISTRY:
         plugins.check_loaded(ENTRY_POINT_GROUP)  # the format may have been a broken plug-in's

@@ -3,7 +3,7 @@ concatenated, then a 1x1 convolution and BatchNorm2d, so every one of their bias
 gradient that is zero by cancellation. At 14 observations of 24x24 the float32 channels-last
 run leaves far more rounding in those zeros than the contiguous one: sixteen times the
 contiguous run's, and up to twenty times what perturbing the contiguous run's inputs by one
-unit in the last place measures (Note [rounding floor] in layercheck/calibration.py)."""
+unit in the last place measures (Note [rounding floor] in layercheck/support/calibration.py)."""
 
 import torch
 from torch import nn

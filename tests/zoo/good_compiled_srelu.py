@@ -6,7 +6,7 @@ as torch.compile needs."""
 
 from pathlib import Path
 
-from layercheck.loading import resolve
+from layercheck.target.loading import resolve
 
 LAYER = resolve(f"{Path(__file__).resolve().parents[2] / 'layers' / 'srelu.py'}:SReLU")
 LAYOUTS = ["4,3,5:BCU"]

@@ -2,7 +2,7 @@
 batch it sees sets its per-channel scale and shift (through ``.data``, so autograd holds them
 constant) to make that batch's output zero-mean and unit-variance, and a buffer records that it
 is done; from then on it is an elementwise affine map. Every check must start from the layer
-after that first call (Note [data-dependent initialisation] in building.py): from the
+after that first call (Note [data-dependent initialisation] in target/building.py): from the
 constructed layer, the finite differences would move the initialisation with the input, and
 one observation alone would initialise from a standard deviation of one value (NaN)."""
 

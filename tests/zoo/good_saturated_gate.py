@@ -4,7 +4,7 @@ constant 1 - 1.37e-6, 23 float32 spacings below 1: its derivative s·(1 - s) is 
 float32, the same in every element, and every gradient through it carries that error. No
 one-ulp move of the inputs and parameters changes the constant's rounding, so the perturbed
 runs' spread misses it; the rounding floor has to see the rounding of the constant itself
-(Note [emulated rounding] in layercheck/calibration.py)."""
+(Note [emulated rounding] in layercheck/support/calibration.py)."""
 
 import torch
 from torch import nn

@@ -1,0 +1,177 @@
+"""The Python API (SPEC section 9): check a layer in-process, or assert that it is valid.
+
+    from layercheck import Layout, assert_layer_valid
+    assert_layer_valid(MyLayer(), Layout.parse("8,16:BC"))
+
+is a whole test in a layer author's own pytest suite.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from torch import nn
+
+from layercheck._version import __version__
+from layercheck.engine import runner
+from layercheck.parent import limits
+from layercheck.parent.errors import LoadError, UsageError
+from layercheck.parent.inputs import InputSpec, looks_like_input, parse_input
+from layercheck.parent.invocation import class_reference
+from layercheck.parent.layout import Layout
+from layercheck.parent.plan import TargetPlan
+from layercheck.parent.result import Report, Status
+from layercheck.parent.spec import INTERPRET_SIZES, TargetSpec, parse_device, parse_tolerance
+from layercheck.reporting.details import label
+from layercheck.target.subject import Target, display_name, kind_of
+
+
+def check_layer(
+    layer: nn.Module | type,
+    *layouts: Layout | InputSpec | str,
+    seed: int = 0,
+    checks: Sequence[str] = (),
+    only: Sequence[str] = (),
+    skip: Sequence[str] = (),
+    enable: Sequence[str] = (),
+    tolerance: Mapping[str, float] | None = None,
+    timeout: float = limits.DEFAULT_TIMEOUT,
+    devices: Sequence[str] = (),
+    on: str | None = None,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    call_kwargs: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    strict: bool = False,
+    interpret: bool | None = None,
+    interpret_sizes: str | None = None,
+) -> Report:
+    """Run the checks on one layer and return the report (``report.render("junit")`` etc.).
+
+    ``layer`` is an ``nn.Module`` instance (checked on deep copies: the instance itself is
+    never called or changed), an ``nn.Module`` class (built with ``args``/``kwargs``) or a
+    ``torch.autograd.Function`` subclass. ``layouts`` give one positional input each, as
+    ``Layout``, ``InputSpec`` or ``"SIZES:FORMAT"`` with qualifiers (``"8,32:BT dtype=int64
+    values=0:1000"``, as ``--layout`` reads them). ``call_kwargs`` are keyword arguments of the
+    layer's call: a string that starts with a layout is a generated tensor input, anything else
+    is passed as is (``{"key_padding_mask": "4,10:BT dtype=bool", "need_weights": False}``).
+    ``checks`` (alias ``only``), ``skip`` and ``enable`` select checks by
+    id, as ``--check``, ``--skip`` and ``--enable`` do; ``tolerance`` overrides per dtype
+    (``{"float32": 1e-3}``); ``devices`` are the accelerators the ``device`` check compares
+    with the CPU (``--device``), ``on`` the device every check runs the layer on (``--on``:
+    ``"cuda"`` for a layer that only runs on a GPU); ``strict`` fails a check that applies but
+    could not judge the layer (``--strict``). ``interpret``: run the layer's Triton kernels
+    under Triton's interpreter, on CPU tensors (``--interpret``); by default (None) they do where
+    Triton is imported and there is no GPU, and ``False`` leaves them compiled; ``interpret_sizes``
+    ``"full"`` checks interpreted kernels at the layouts given, not reduced ones
+    (``--interpret-sizes``; Note [interpreted sizes]). Invalid arguments raise ``TypeError`` or a ``UsageError``
+    (a ``ValueError``) before anything runs; a layer that cannot be constructed gives a
+    report whose run has an ``error``.
+    """
+    start = time.perf_counter()
+    if isinstance(checks, str) or isinstance(only, str) or isinstance(skip, str) or isinstance(enable, str):
+        raise TypeError("checks, only, skip and enable take a sequence of check ids, e.g. checks=['gradients']")
+    options = runner.Options(seed=seed, only=tuple(checks) + tuple(only), skip=tuple(skip), enable=tuple(enable),
+                             devices=tuple(devices), tolerance=parse_tolerance(dict(tolerance or {}), "tolerance"),
+                             timeout=timeout, on=None if on is None else parse_device(on, "on"), strict=strict)
+    runner.check_devices(options.devices)
+    if options.on is not None:
+        runner.check_devices([options.on], "on=")
+    if interpret_sizes not in (None, *INTERPRET_SIZES):
+        raise UsageError(f"interpret_sizes={interpret_sizes!r}: expected one of {', '.join(INTERPRET_SIZES)}")
+    options = replace(options, interpret=bool(interpret), interpret_sizes=interpret_sizes)
+    target, plan = _target(layer, layouts, options=options, args=args, kwargs=kwargs, call_kwargs=call_kwargs,
+                           name=name)
+    resolved = runner.checks_of(plan)
+    try:
+        with runner.interpreting(target, interpret, interpret_sizes) as checked:
+            run = runner.run_target(checked, resolved.planned, options=options, tolerances=resolved.tolerances)
+    except LoadError as exc:  # the interpreter asked for, and Triton cannot be imported
+        raise UsageError(f"interpret=True: {exc}") from None
+    return Report(runs=[run], environment=runner.environment(), version=__version__,
+                  seconds=time.perf_counter() - start)
+
+
+def assert_layer_valid(layer: nn.Module | type, *layouts: Layout | str, **options: Any) -> Report:
+    """Like :func:`check_layer`, but raise ``AssertionError`` listing every failed or errored
+    check with its message (and how to reproduce it) unless the layer passes; returns the report."""
+    __tracebackhide__ = True  # pytest shows the test's line, not this frame
+    report = check_layer(layer, *layouts, **options)
+    if report.passed:
+        return report
+    raise AssertionError(failure_message(report))
+
+
+def failure_message(report: Report) -> str:
+    """What went wrong in a report, one block per problem: for an assertion or a test failure.
+    The first line names the checks (pytest's short summary shows only its beginning)."""
+    lines: list[str] = []
+    for run in report.runs:
+        if run.error is not None:
+            lines.append(f"{run.target} could not be checked: {run.error}")
+    problems = report.failures()
+    if problems:
+        failed = [label(r) for _, r in problems if r.status is Status.FAILED]
+        errored = [label(r) for _, r in problems if r.status is Status.ERROR]
+        said = [f"{', '.join(failed)} failed"] if failed else []
+        said += [f"{', '.join(errored)} ended in an error"] if errored else []
+        whose = f" ({report.runs[0].target} is invalid)" if len(report.runs) == 1 else ""
+        lines.insert(0, "; ".join(said) + whose)
+    for _, result in problems:
+        lines.append(f"  {label(result)} {result.status.value}: {result.message}")
+        if "reproduce" in result.details:
+            lines.append(f"    reproduce: {result.details['reproduce']}")
+    return "\n".join(lines)
+
+
+def _target(layer: nn.Module | type, layouts: Sequence[Layout | InputSpec | str], *, options: runner.Options,
+            args: Sequence[Any], kwargs: Mapping[str, Any] | None, call_kwargs: Mapping[str, Any] | None,
+            name: str | None) -> tuple[Target, TargetPlan]:
+    """The layer's target and its plan, as the command line would resolve them."""
+    seed = options.seed
+    if isinstance(layer, nn.Module):
+        if args or kwargs:
+            raise TypeError("args and kwargs build a layer from its class; an instance is already built")
+    elif kind_of(layer) is None:
+        kind = "class" if inspect.isclass(layer) else type(layer).__name__
+        raise TypeError(f"check_layer takes an nn.Module instance, an nn.Module or torch.autograd.Function "
+                        f"subclass, a custom operator or a function, not {getattr(layer, '__qualname__', layer)!r} "
+                        f"({kind})")
+    elif kind_of(layer) != "module" and (args or kwargs):
+        raise TypeError("args and kwargs are constructor arguments: only a module class is constructed "
+                        "(give an operation's other arguments as inputs or call_kwargs)")
+    if not layouts:
+        raise TypeError("check_layer needs one layout per input, e.g. check_layer(layer, '8,16:BC')")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise TypeError(f"seed must be a non-negative integer, not {seed!r}")
+    parsed = [_input(item) for item in layouts]
+    constants = {}
+    for key, value in (call_kwargs or {}).items():
+        if isinstance(value, InputSpec) or (isinstance(value, str) and looks_like_input(value)):
+            parsed.append(replace(_input(value), name=key))
+        else:
+            constants[key] = value
+    cls = type(layer) if isinstance(layer, nn.Module) else layer
+    name = name or display_name(cls)
+    # An instance exists only in this process: its failures are reproduced in Python.
+    reference = None if isinstance(layer, nn.Module) else class_reference(getattr(cls, "_init_fn", cls))
+    # as the command line would name it; the layer itself is given, never imported from this reference
+    spec = TargetSpec(layer=reference or name, inputs=tuple(parsed), args=tuple(args), kwargs=dict(kwargs or {}),
+                      constants=constants)
+    plan = TargetPlan.of(spec, options, name=name, reference=reference)
+    try:
+        return runner.target_of(layer, plan), plan
+    except LoadError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _input(item: Layout | InputSpec | str) -> InputSpec:
+    if isinstance(item, InputSpec):
+        return item
+    if isinstance(item, Layout):
+        return InputSpec(item)
+    return parse_input(item, where="layout")
