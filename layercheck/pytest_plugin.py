@@ -103,11 +103,12 @@ class SpecFile(pytest.File):
         from layercheck.parent.errors import LoadError
         from layercheck.parent.result import label
         from layercheck.parent.spec import load_spec
+        from layercheck.target import prepare
 
         spec = load_spec(self.path)  # an invalid spec is a collection error naming file and key
         self.plan = runner.TargetPlan.of(spec, self._options())
         self.checks = runner.checks_of(self.plan)
-        given = os.environ.get(runner.INTERPRET)
+        given = os.environ.get(prepare.INTERPRET)
         try:  # imported as layercheck run imports it: under Triton's interpreter where it is asked for
             runner.load_target(self.plan, self._options(), announce=False)
         except LoadError as exc:
@@ -117,7 +118,7 @@ class SpecFile(pytest.File):
             yield LoadItem.from_parent(self, name="load", reason=self.load_error)
             return
         finally:
-            runner.put_back_interpreter(given)  # setup sets it again
+            prepare.put_back_interpreter(given)  # setup sets it again
         for planned in self.checks.planned:
             for variant in planned.variants:
                 name = label(planned.info.id, variant)
@@ -128,11 +129,12 @@ class SpecFile(pytest.File):
         and, when it fails, fails every item of the file with the same error)."""
         from layercheck.engine import runner
         from layercheck.parent.errors import LoadError
+        from layercheck.target import prepare
 
         assert self.plan is not None and self.checks is not None
         if self.load_error is not None:
             return  # its LoadItem reports it
-        self._interpret = os.environ.get(runner.INTERPRET)
+        self._interpret = os.environ.get(prepare.INTERPRET)
         try:  # a spec's interpret: and interpret_sizes: as layercheck run honours them
             target = runner.load_target(self.plan, self._options())
         except LoadError as exc:
@@ -150,10 +152,10 @@ class SpecFile(pytest.File):
         return Options(strict=self.config.getoption("layercheck_strict"))
 
     def teardown(self) -> None:
-        from layercheck.engine import runner
+        from layercheck.target import prepare
 
         self.target_run = None  # the layer, its inputs and the shared runs go with it
-        runner.put_back_interpreter(self._interpret)
+        prepare.put_back_interpreter(self._interpret)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         from layercheck.parent.errors import UsageError

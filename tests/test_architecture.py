@@ -161,7 +161,8 @@ def test_the_catalogue_resolves_a_plan_in_one_place() -> None:
 
 def test_the_engine_and_the_workers_take_the_resolved_plan() -> None:
     wanted = {("layercheck.engine.runner", "run"): "plans", ("layercheck.engine.runner", "run_plan"): "plan",
-              ("layercheck.engine.runner", "load_target"): "plan", ("layercheck.engine.runner", "make_target"): "plan",
+              ("layercheck.engine.runner", "load_target"): "plan", ("layercheck.target.prepare", "make_target"): "plan",
+              ("layercheck.target.prepare", "prepare"): "plan",
               ("layercheck.parent.isolation", "run"): "plans", ("layercheck.engine.serve", "_load"): "plan"}
     for (module, function_name), parameter in wanted.items():
         (function,) = [f for f in _functions(module) if f.name == function_name and f.col_offset == 0]

@@ -29,7 +29,7 @@ from conftest import ROOT, run_zoo
 
 triton = pytest.importorskip("triton")
 from layercheck.parent import limits  # noqa: E402  (it imports Triton)
-from layercheck.target import triton_interpret  # noqa: E402
+from layercheck.target import prepare, triton_interpret  # noqa: E402
 
 runner = CliRunner()
 pytest_plugins = ["pytester"]
@@ -166,7 +166,7 @@ def test_the_closed_gaps_compute_what_compiled_triton_computes(monkeypatch: pyte
     """In this process: the kernel's values against torch (eps typed fp32 as compiled Triton
     types a float argument; libdevice's NumPy bodies; the first autotune config)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # put back after the test
-    assert layercheck_runner.prepare_interpreter(True) is triton_interpret
+    assert prepare.prepare_interpreter(True) is triton_interpret
     from layercheck.target.loading import resolve
 
     layer = resolve(f"{_gap_layer(tmp_path, name)}:Layer")()

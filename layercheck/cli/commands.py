@@ -456,8 +456,8 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
                 raise UsageError(f"{text}: a layer target needs --layout SIZES:FORMAT (once per input), e.g. --layout 24,24,20,128:SSCB")
             check_reference(text, base_dir=Path.cwd())  # from source, before torch
             if import_layers:
-                from layercheck.engine.runner import prepare_interpreter
                 from layercheck.target.loading import TargetNotFound, resolve
+                from layercheck.target.prepare import prepare_interpreter
 
                 try:
                     prepare_interpreter(interpret)

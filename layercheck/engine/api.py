@@ -27,6 +27,7 @@ from layercheck.parent.plan import TargetPlan
 from layercheck.parent.result import Report, Status
 from layercheck.parent.spec import INTERPRET_SIZES, TargetSpec, parse_device, parse_tolerance
 from layercheck.reporting.details import label
+from layercheck.target import prepare
 from layercheck.target.subject import Target, display_name, kind_of
 
 
@@ -88,7 +89,7 @@ def check_layer(
                            name=name)
     resolved = runner.checks_of(plan)
     try:
-        with runner.interpreting(target, interpret, interpret_sizes) as checked:
+        with prepare.interpreting(target, interpret, interpret_sizes) as checked:
             run = runner.run_target(checked, resolved.planned, options=options, tolerances=resolved.tolerances)
     except LoadError as exc:  # the interpreter asked for, and Triton cannot be imported
         raise UsageError(f"interpret=True: {exc}") from None
@@ -164,7 +165,7 @@ def _target(layer: nn.Module | type, layouts: Sequence[Layout | InputSpec | str]
                       constants=constants)
     plan = TargetPlan.of(spec, options, name=name, reference=reference)
     try:
-        return runner.target_of(layer, plan), plan
+        return prepare.target_of(layer, plan), plan
     except LoadError as exc:
         raise UsageError(str(exc)) from None
 

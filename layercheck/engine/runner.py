@@ -15,7 +15,6 @@ This module runs checks in the current process (the Python API, the pytest plugi
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import platform
 import signal
@@ -58,11 +57,9 @@ from layercheck.support.accelerators import accelerators, full_float32
 from layercheck.support.containment import contained
 from layercheck.support.context import Context
 from layercheck.support.locations import layer_location, with_backward
-from layercheck.target.calling import backpropagate
 from layercheck.target.frames import user_trace
-from layercheck.target.loading import resolve
+from layercheck.target.prepare import INTERPRET, KERNELS, TRITON_INSTALLED, prepare, try_once
 from layercheck.target.subject import Target
-from layercheck.target.tensors import Outputs
 
 
 def check_devices(devices: Sequence[str], option: str = "--device") -> None:
@@ -87,17 +84,6 @@ def environment() -> dict[str, Any]:
     """Where the checks ran: Python, torch, the devices, and the check plug-ins loaded."""
     return {"python": platform.python_version(), "torch": torch.__version__, "devices": ["cpu", *accelerators()],
             "plugins": [p.to_dict() for p in plugins.loaded(plugins.CHECKS)]}
-
-
-def make_target(plan: TargetPlan) -> Target:
-    """Resolve the plan's layer class; raises LoadError when it cannot be imported."""
-    return target_of(resolve(plan.layer, base_dir=plan.base_dir), plan)
-
-
-def target_of(layer: Any, plan: TargetPlan) -> Target:
-    """The target of ``plan`` with ``layer``: a class, or an instance given to the Python API."""
-    return Target(layer, plan.inputs, args=plan.args, kwargs=dict(plan.kwargs), seed=plan.seed, name=plan.name,
-                  invocation=plan.invocation, constants=plan.constants, on=plan.on)
 
 
 @dataclass(frozen=True)
@@ -152,31 +138,12 @@ def run_plan(plan: TargetPlan, options: Options, progress: Progress | None = Non
 
 
 def load_target(plan: TargetPlan, options: Options, *, announce: bool = True) -> Target:
-    """Import the plan's layer, under the time limit and with global settings put back;
-    raises LoadError (TargetNotFound when the file, module or class does not exist).
-    Triton kernels are decorated for Triton's interpreter where asked or where there is no GPU
-    (Note [triton interpreter]); ``announce``: say so on stderr when it was not asked for."""
-    asked = plan.interpret
+    """The plan's target made ready (:func:`~layercheck.target.prepare.prepare`), under the time
+    limit and with global settings put back; raises LoadError (TargetNotFound when the file,
+    module or class does not exist)."""
     try:
         with _time_limit(options.timeout), contained(capture=options.contained, echo=True):
-            interpreter = prepare_interpreter(asked)
-            if interpreter is None:
-                return make_target(plan)
-            before = set(sys.modules)
-            target = make_target(plan)
-            # the modules the import added, and those of the layer's classes (imported before: --no-isolate)
-            modules = set(sys.modules) - before | {getattr(c, "__module__", "") for c in getattr(
-                target.cls, "__mro__", [target.cls])}
-            kernels = _KERNELS.setdefault(plan.name, interpreter.kernels_defined(modules))
-            if not kernels and not asked:
-                return target
-            target = interpreted(target, kernels, plan.interpret_sizes)
-            if announce and kernels and (not asked or target.specs != target.given):
-                shown = ", ".join(name.rpartition(".")[2] for name in kernels[:4]) + (", ..." * (len(kernels) > 4))
-                why = "" if asked else " and no GPU here"
-                print(f"{plan.name}: Triton kernels ({shown}){why}: they run under Triton's interpreter, on CPU tensors"
-                      f"{'' if asked else ' (as with --interpret)'}; {_interpreter_message(target)}", file=sys.stderr)
-            return target
+            return prepare(plan, announce=announce)
     except CheckTimeout:
         raise LoadError(f"importing the layer ran past the time limit of {options.timeout:g} s "
                         "(does its module hang at import?)") from None
@@ -185,98 +152,6 @@ def load_target(plan: TargetPlan, options: Options, *, announce: bool = True) ->
 # The checks that judge a hand-written backward: their failures name it, with its file and line.
 _IN_BACKWARD = frozenset({"backward_size", "gradients", "needs_input_grad", "backward_pure", "grad_output",
                           "gradgrad"})
-
-INTERPRET = "TRITON_INTERPRET"  # Triton's switch for its interpreter (Note [triton interpreter])
-_TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
-_KERNELS: dict[str, list[str]] = {}  # target name -> the Triton kernels its import defined, in this process
-
-
-def prepare_interpreter(asked: bool) -> Any:
-    """Before a layer is imported: switch Triton's interpreter on where it is asked for or there
-    is no GPU, and return layercheck.target.triton_interpret then (Note [triton interpreter]); None where
-    it stays off, or Triton is not installed or cannot be imported (a LoadError where asked for)."""
-    if not asked and not _TRITON_INSTALLED:
-        return None
-    try:
-        from layercheck.target import triton_interpret
-    except Exception as exc:
-        if asked:
-            raise LoadError(f"Triton's interpreter was asked for (--interpret, interpret: true), and importing Triton "
-                            f"raised {type(exc).__name__}: {exc}") from None
-        return None
-    return triton_interpret if triton_interpret.wanted(asked) else None
-
-
-def interpreted(target: Target, kernels: Sequence[str], sizes: str | None) -> Target:
-    """``target`` at the sizes its kernels are checked at under Triton's interpreter (reduced
-    unless ``sizes`` is "full"; Note [interpreted sizes] in target/triton_interpret.py), recording how
-    they ran (Target.interpreter: the report's runs[].interpreter)."""
-    from layercheck.target import triton_interpret
-
-    reduced, why = tuple(triton_interpret.interpreted_sizes(target.specs)), ""
-    if sizes == "full":
-        reduced, why = target.specs, "full sizes asked for (--interpret-sizes full, interpret_sizes: full)"
-    elif not kernels:
-        reduced, why = target.specs, "no Triton kernel was found when the layer was imported"
-    checked: Target | None = target
-    if reduced != target.specs:
-        try:
-            checked = target.with_inputs(reduced)
-            if checked is None:
-                why = f"its parameters follow the sizes (at {_layouts(reduced)} they differ)"
-            else:
-                _try(checked)
-        except Exception as exc:  # the layer's trouble with smaller inputs: checked as given
-            raised = getattr(exc, "exc", None) or exc  # the layer's own exception (LayerRaised.exc)
-            first = (str(raised).strip().splitlines() or [""])[0]
-            checked, why = None, f"at {_layouts(reduced)} it raised {type(raised).__name__}: {first}"
-    result = checked if checked is not None else target
-    result.interpreter = {"kernels": [name.rpartition(".")[2] for name in kernels],
-                          "sizes": "reduced" if result.specs != target.given else "given",
-                          "inputs": [spec.to_dict() for spec in result.specs], "why": why or None}
-    return result
-
-
-@contextlib.contextmanager
-def interpreting(target: Target, asked: bool | None, sizes: str | None = None) -> Iterator[Target]:
-    """For a layer imported already (the Python API): its Triton kernels run under Triton's
-    interpreter while the checks run where ``asked`` (True), or by themselves (None) where
-    Triton is imported and there is no GPU, at the sizes :func:`interpreted` picks; yields the
-    target to check. ``TRITON_INTERPRET`` is put back afterwards. Raises LoadError where the
-    interpreter is asked for and Triton cannot be imported."""
-    previous = os.environ.get(INTERPRET)
-    try:
-        interpreter = None
-        if asked or (asked is None and "triton" in sys.modules):
-            interpreter = prepare_interpreter(bool(asked))
-        modules = {getattr(c, "__module__", "") for c in getattr(target.cls, "__mro__", [target.cls])}
-        kernels = interpreter.kernels_defined(modules) if interpreter is not None else []
-        yield interpreted(target, kernels, sizes) if interpreter is not None and (kernels or asked) else target
-    finally:
-        put_back_interpreter(previous)
-
-
-def put_back_interpreter(value: str | None) -> None:
-    """``TRITON_INTERPRET`` as it was (``value``, None for unset) before a layer was imported or
-    checked under Triton's interpreter: the rest of the process's kernels run as before."""
-    if value is None:
-        os.environ.pop(INTERPRET, None)
-    else:
-        os.environ[INTERPRET] = value
-
-
-def _layouts(specs: Sequence[Any]) -> str:
-    return " ".join(str(spec.layout) for spec in specs)
-
-
-def _interpreter_message(target: Target) -> str:
-    """Where a target's kernels ran under the interpreter: the sizes checked, and why."""
-    record = target.interpreter or {}
-    if target.specs != target.given:
-        return (f"checked at {_layouts(target.specs)}, reduced from {_layouts(target.given)} (interpreted kernels are "
-                "slow; --interpret-sizes full checks the sizes given)")
-    return "checked at the sizes given" + (f": {record['why']}" if record.get("why") else "")
-
 
 def error_run(plan: TargetPlan, error: str, *, seconds: float = 0.0) -> RunReport:
     """The run report of a target that could not be checked: why."""
@@ -438,7 +313,7 @@ class TargetRun:
                 with _time_limit(limit_of(info, self.options)), contained(capture=self.options.contained):
                     sample = self.target.sampled()
                     if sample is not None:
-                        _try(sample)
+                        try_once(sample)
                         self._sample = _Sample(sample, self.target.batch)
             except (Exception, CheckTimeout):
                 pass  # the layer's trouble with a smaller batch: the checks that could use one use all of it
@@ -501,17 +376,6 @@ class _Sample:
                    f"{result.message} ({where})" if result.message else where)
         return replace(result, message=message,
                        details={**result.details, "sample": {"observations": kept, "batch": self.batch}})
-
-
-def _try(target: Target) -> None:
-    """Predict, then forward and backward once, on the target's inputs; raises what the layer raises."""
-    subject = target.build()
-    subject.predict(subject.inputs())
-    inputs = subject.inputs(requires_grad=True)
-    outputs = [y for y in Outputs.of(subject.forward(inputs)).floating if y.requires_grad]
-    if outputs:
-        backpropagate([(y, torch.ones_like(y)) for y in outputs],
-                      [*(x for x in inputs if x.requires_grad), *(p for _, p in subject.parameters())])
 
 
 def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Options(),
@@ -611,7 +475,7 @@ def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
     except CheckTimeout:
         assert timeout is not None
         status, message, blocking = Status.ERROR, timeout_message(timeout, label(info.id, ctx.variant)), True
-        if _KERNELS.get(ctx.target.name) and os.environ.get(INTERPRET) == "1":
+        if KERNELS.get(ctx.target.name) and os.environ.get(INTERPRET) == "1":
             message += (". Its Triton kernels run under Triton's interpreter, one program after another in NumPy: "
                         "check it at smaller layouts (fewer programs), or with a larger --timeout")
         details = {"traceback": traceback.format_exc(limit=-8)}
@@ -643,7 +507,7 @@ def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
 
 def _environment_limit(caught: BaseException | None) -> str | None:
     """What a check that failed because Triton needs a GPU here reports instead (triton_interpret)."""
-    if caught is None or "triton" not in sys.modules or not _TRITON_INSTALLED:
+    if caught is None or "triton" not in sys.modules or not TRITON_INSTALLED:
         return None
     try:
         from layercheck.target import triton_interpret
