@@ -8,17 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from layercheck.numerics.engine import (
-    BASE_STEP,
-    EPS64,
-    FiniteDifferences,
-    NotDifferentiable,
-    Probe,
-    Region,
-    TooNoisy,
-)
+from layercheck.numerics.engine import BASE_STEP, EPS64, FiniteDifferences, NotDifferentiable, TooNoisy
 from layercheck.numerics.functions import LayerFunction
 from layercheck.numerics.locate import diagnose
+from layercheck.numerics.probes import Probe, Region
 from layercheck.numerics.verdict import judge
 from layercheck.parent.layout import Layout
 from layercheck.target.subject import Target

@@ -9,10 +9,8 @@ disagreement in numerics/diagnosis.py."""
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,10 +20,17 @@ from layercheck._sdk_internal import (
     cotangents,
     forward_is_random,
     gradient_norm_floor,
-    ratio,
     shared_nonfinite_zeroed,
 )
-from layercheck.numerics.diagnosis import agreement, count_names, dead_tensors, disagreement, why_none
+from layercheck.numerics.diagnosis import (
+    Gap,
+    agreement,
+    count_names,
+    dead_tensors,
+    disagreement,
+    floor_details,
+    why_none,
+)
 from layercheck.numerics.functions import LayerFunction
 from layercheck.numerics.recording import analytic_run
 from layercheck.numerics.reference import (
@@ -46,6 +51,8 @@ from layercheck.numerics.second_looks import (
     eval_reference,
     held_constant,
     parameters_written,
+    reached_on_other_inputs,
+    read_for_shape_only,
     second_call_reference,
     second_draw_after_writes,
     second_draw_reference,
@@ -62,12 +69,9 @@ from layercheck.sdk import (
     CheckSkipped,
     Context,
     LayerRaised,
-    Mode,
-    Outputs,
     Subject,
     Tolerance,
     dtype_name,
-    identical,
     largest,
     layer_failure,
     mismatch,
@@ -131,7 +135,7 @@ def backward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     if not result.outputs:
         raise CheckSkipped("the layer returns no floating output: there is nothing to back-propagate")
     if not any(result.differentiable):
-        shape_only = _read_for_shape_only(ctx, names)
+        shape_only = read_for_shape_only(ctx, names)
         if len(shape_only) == len(names):  # every one an input, no learnable parameter
             raise CheckSkipped(f"the outputs do not change with the values of {', '.join(shape_only)} (read for "
                                "its size, dtype or device only) and the layer has no learnable parameter: nothing "
@@ -141,9 +145,9 @@ def backward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
             "computed from non-differentiable operations, so nothing reaches the inputs and parameters",
             blocking=True, outputs=len(result.outputs))
     missing = [name for name, g in zip(names, result.grads) if g is None]
-    elsewhere = _reached_on_other_inputs(ctx, missing) if missing else []
+    elsewhere = reached_on_other_inputs(ctx, missing) if missing else []
     never = [name for name in missing if name not in elsewhere]
-    shape_only = _read_for_shape_only(ctx, never) if never else []
+    shape_only = read_for_shape_only(ctx, never) if never else []
     never = [name for name in never if name not in shape_only]
     if never:
         what = "; ".join(why_none(name) for name in never)
@@ -342,7 +346,7 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
                            "its non-finite entries move", skipped=": nothing to compare", mask=description,
                            tensor=name)
             got, expected = pair  # NaN where every tensor requires grad stays NaN: finite reports it, not this check
-            gap = _Gap.of(got, expected)
+            gap = Gap.of(got, expected)
             difference = gap.relative
             worst = max(worst, difference)
             floor, source = (gradient_norm_floor(ctx, name, needed=gap.unexplained(tolerance))
@@ -355,7 +359,7 @@ def needs_input_grad(ctx: Context) -> tuple[str, dict[str, Any]]:
                     f"{description}, the gradient of {name} differs from its gradient when every tensor requires "
                     f"grad{where} (a difference of {difference:.3g} × its norm, over the tolerance {tolerance:g})",
                     mask=description, tensor=name, relative_difference=difference, tolerance=tolerance,
-                    **_floor_details(floor, source), **found)
+                    **floor_details(floor, source), **found)
     return (f"{len(masks)} pattern(s) of frozen tensors leave the other gradients unchanged "
             f"(largest relative difference {worst:.2g}, tolerance {tolerance:g})",
             {"patterns": [d for d, _ in masks], "largest_relative_difference": worst})
@@ -537,7 +541,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     low, high = _lower_run(ctx, ref, dtype)
     tolerance = ctx.tolerance(dtype)
     names = ref.fd.fn.names
-    gaps = [_Gap.of(g, e) for g, e in zip(low, high)]
+    gaps = [Gap.of(g, e) for g, e in zip(low, high)]
     differences = [gap.relative for gap in gaps]
     floors, sources = _floors(ctx, names, gaps, tolerance, dtype, beside=ref.beside)
     excess = [gap.excess(tolerance, floor) for gap, floor in zip(gaps, floors)]
@@ -584,7 +588,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
             f"the {name} gradient of {names[worst]} differs from the float64 gradient (which agrees with "
             f"finite differences){where} (a difference of {differences[worst]:.3g} × its norm, over the tolerance "
             f"{tolerance:g})",
-            tensor=names[worst], **details, **_floor_details(floors[worst], sources[worst]), **found)
+            tensor=names[worst], **details, **floor_details(floors[worst], sources[worst]), **found)
     # Both differ from each other and the float64 one is wrong: judge this one on its own.
     with skip_if_not_differentiable():
         own = judge(ref.fd, low, tolerance)
@@ -613,13 +617,13 @@ def _judge_tails_float32(ctx: Context, ref: Reference, details: dict[str, Any]) 
                           "subtracted, as in a hand-written softmax or log-sum-exp; log(1 + exp(x)) for softplus; "
                           "a square of a large value): compute it the stable way (torch.softmax, torch.logsumexp, "
                           "torch.nn.functional.softplus)", **details)
-    differences = [_Gap.of(low, high).relative for low, high in zip(found.grads, draw.grads)]
+    differences = [Gap.of(low, high).relative for low, high in zip(found.grads, draw.grads)]
     details["tails_relative_differences"] = dict(zip(draw.names, differences))
     return (f"; {draw.where()} the float32 run is finite wherever the float64 run is (largest relative difference "
             f"of its gradients there {max(differences, default=0.0):.2g}, recorded, not judged)")
 
 
-def _floors(ctx: Context, names: Sequence[str], gaps: Sequence[_Gap], tolerance: float,
+def _floors(ctx: Context, names: Sequence[str], gaps: Sequence[Gap], tolerance: float,
             dtype: torch.dtype, *, beside: bool = False) -> tuple[list[float], list[str]]:
     """Per tensor, the rounding floor of the norm of a difference between two computations of
     its gradient (Note [rounding floor] in ``layercheck/support/calibration.py``) and where it comes
@@ -631,42 +635,6 @@ def _floors(ctx: Context, names: Sequence[str], gaps: Sequence[_Gap], tolerance:
     found = [gradient_norm_floor(ctx, name, dtype, at=at, needed=gap.unexplained(tolerance))
              for name, gap in zip(names, gaps)]
     return [floor for floor, _ in found], [source for _, source in found]
-
-
-@dataclass(frozen=True)
-class _Gap:
-    """How far one tensor's gradient is from another computation of it: ‖got − expected‖ and
-    ‖expected‖, in float64 (both 0 where either gradient is missing: nothing to compare)."""
-
-    difference: float
-    size: float
-
-    @classmethod
-    def of(cls, got: torch.Tensor | None, expected: torch.Tensor | None) -> _Gap:
-        if got is None or expected is None:
-            return cls(0.0, 0.0)
-        if got.shape != expected.shape:
-            return cls(math.inf, 0.0)
-        e = expected.detach().to(torch.float64)
-        return cls(float((got.detach().to(torch.float64) - e).norm()), float(e.norm()))
-
-    @property
-    def relative(self) -> float:
-        """‖got − expected‖ / ‖expected‖ (as ``relative_difference``)."""
-        return ratio(self.difference, self.size)
-
-    def unexplained(self, tolerance: float) -> float:
-        """How much of ‖got − expected‖ the tolerance leaves for a rounding floor to explain."""
-        return self.difference - tolerance * self.size
-
-    def excess(self, tolerance: float, floor: float) -> float:
-        """‖got − expected‖ over what is allowed, tolerance·‖expected‖ + floor: at most 1 agrees."""
-        return ratio(self.difference, tolerance * self.size + floor)
-
-
-def _floor_details(floor: float, source: str) -> dict[str, Any]:
-    """The rounding floor a difference was judged beyond, for the details (not the message)."""
-    return {"rounding_floor": floor, "rounding_floor_source": source} if floor > 0 else {}
 
 
 def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[torch.Tensor | None],
@@ -723,71 +691,3 @@ def _writes(written: Sequence[str], when: str = "") -> str:
     numerics/second_looks.py)."""
     return (f"the training forward writes into {', '.join(written)} (in place{', ' + when if when else ''}, as "
             "nn.Embedding's max_norm renormalises the rows it reads)")
-
-
-# -- small helpers -----------------------------------------------------------------------------
-
-
-# How many other draws of the inputs a tensor that gets no gradient is given before it is
-# called unused: a top-1 router over four experts leaves one without a token of ten about one
-# time in ten, and with a token in every one of four other draws almost always.
-OTHER_DRAWS = 4
-
-
-def _other_draw(ctx: Context, subject: Subject, k: int) -> list[torch.Tensor]:
-    """The ``k``-th other draw of the float32 inputs (k >= 1): the same for every check that
-    asks whether a tensor's gradient, or the outputs, depend on the values drawn."""
-    return subject.target.inputs(torch.float32, subject.device, seed=ctx.seed + 7919 * k)
-
-
-def _reached_on_other_inputs(ctx: Context, missing: Sequence[str]) -> list[str]:
-    """Those of ``missing`` (tensors without a gradient on the generated inputs) that get one
-    on other draws of the inputs: a parameter forward uses for some inputs only (an expert
-    its router sends no token to here) is trained; one it never uses, or uses through
-    ``.detach()`` only, gets none on any draw."""
-    reached: set[str] = set()
-    for k in range(1, OTHER_DRAWS + 1):
-        subject = ctx.fresh(torch.float32)
-        inputs = _other_draw(ctx, subject, k)
-        try:
-            run = analytic_run(ctx, subject, inputs)
-        except LayerRaised:  # the forward, on these inputs
-            continue
-        if run.result is None:  # the backward raised
-            continue
-        reached.update(name for name, g in zip(run.fn.names, run.grads) if g is not None and name in missing)
-        if reached >= set(missing):
-            break
-    return [name for name in missing if name in reached]
-
-
-def _read_for_shape_only(ctx: Context, missing: Sequence[str]) -> list[str]:
-    """Those inputs of ``missing`` (no gradient on any draw) whose values do not change the
-    outputs: the training forward gives bit-identical outputs when each is drawn again (same
-    random stream, a fresh copy of the layer per call). A positional embedding that takes ``x``
-    for its length, or a layer that reads an input's dtype or device only, needs no gradient
-    for it; an input used through ``.detach()`` or comparisons changes the outputs and still
-    fails. A layer whose outputs differ between two identical calls is never let off."""
-    positions = {int(name.split()[1]): name for name in missing if name.startswith("input ")}
-    if not positions:
-        return []
-
-    def outputs(inputs: list[Any]) -> list[torch.Tensor] | None:
-        try:
-            return Outputs.of(ctx.fresh(torch.float32).call(Mode.FORWARD, inputs, grad=False)).tensors
-        except LayerRaised:
-            return None
-
-    subject = ctx.fresh(torch.float32)
-    base = subject.inputs()
-    reference, again = outputs(base), outputs(base)
-    if reference is None or again is None or not identical(again, reference):
-        return []
-    unchanged = set(positions)
-    for k in range(1, 3):
-        other = _other_draw(ctx, subject, k)
-        for i in sorted(unchanged):
-            got = outputs([other[i] if j == i else x for j, x in enumerate(base)])
-            if got is None or not identical(got, reference):
-                unchanged.discard(i)
-    return [positions[i] for i in sorted(unchanged)]

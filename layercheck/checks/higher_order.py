@@ -41,8 +41,9 @@ from torch.autograd.function import once_differentiable
 
 from layercheck._sdk_internal import custom_functions, ratio
 from layercheck.numerics.diagnosis import agreement, count_names, disagreement
-from layercheck.numerics.engine import EPS64, Comparison, FiniteDifferences, Probe
+from layercheck.numerics.engine import EPS64, FiniteDifferences
 from layercheck.numerics.functions import Backprop, GradientFunction, LayerFunction
+from layercheck.numerics.probes import Comparison, Probe
 from layercheck.numerics.reference import Reference, float64_reference, fresh_copy, skip_if_not_differentiable
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, judge
 from layercheck.parent.registry import check

@@ -5,16 +5,19 @@ gets no gradient or has no effect."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from layercheck.numerics.engine import BASE_STEP, Probe
+from layercheck.numerics.engine import BASE_STEP
+from layercheck.numerics.probes import Probe
 from layercheck.numerics.verdict import Verdict
 from layercheck.parent.errors import CheckFailed
-from layercheck.support.compare import dtype_name, largest
+from layercheck.support.compare import dtype_name, largest, ratio
 
 if TYPE_CHECKING:
     from layercheck.numerics.reference import Reference
@@ -135,3 +138,39 @@ def count_names(names: Sequence[str]) -> str:
     if params:
         parts.append(f"{len(params)} parameter(s)" if len(params) > 3 else ", ".join(params))
     return " and ".join(parts) or "no tensor"
+
+
+@dataclass(frozen=True)
+class Gap:
+    """How far one tensor's gradient is from another computation of it: ‖got − expected‖ and
+    ‖expected‖, in float64 (both 0 where either gradient is missing: nothing to compare)."""
+
+    difference: float
+    size: float
+
+    @classmethod
+    def of(cls, got: torch.Tensor | None, expected: torch.Tensor | None) -> Gap:
+        if got is None or expected is None:
+            return cls(0.0, 0.0)
+        if got.shape != expected.shape:
+            return cls(math.inf, 0.0)
+        e = expected.detach().to(torch.float64)
+        return cls(float((got.detach().to(torch.float64) - e).norm()), float(e.norm()))
+
+    @property
+    def relative(self) -> float:
+        """‖got − expected‖ / ‖expected‖ (as ``relative_difference``)."""
+        return ratio(self.difference, self.size)
+
+    def unexplained(self, tolerance: float) -> float:
+        """How much of ‖got − expected‖ the tolerance leaves for a rounding floor to explain."""
+        return self.difference - tolerance * self.size
+
+    def excess(self, tolerance: float, floor: float) -> float:
+        """‖got − expected‖ over what is allowed, tolerance·‖expected‖ + floor: at most 1 agrees."""
+        return ratio(self.difference, tolerance * self.size + floor)
+
+
+def floor_details(floor: float, source: str) -> dict[str, Any]:
+    """The rounding floor a difference was judged beyond, for the details (not the message)."""
+    return {"rounding_floor": floor, "rounding_floor_source": source} if floor > 0 else {}

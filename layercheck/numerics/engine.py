@@ -173,12 +173,20 @@ import itertools
 import math
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 import torch
 
-from layercheck.support.compare import largest, ratio
+from layercheck.numerics.probes import (
+    Comparison,
+    DifferentiableFunction,
+    Moved,
+    Probe,
+    chunk_sums,
+    chunks_used,
+    one_sided_agrees,
+)
+from layercheck.support.compare import largest
 
 BASE_STEP = 1e-8  # Note [step]
 MAX_STEP = 1e-3  # Note [precision]: larger steps turn truncation error into the problem
@@ -195,7 +203,6 @@ STEEP_FALL = 20
 # function that failed past the base step is differenced at (the last, 1e-14, still moves every
 # element of a tensor by many units in the last place of its largest)
 BELOW_STEPS = 7
-CHUNKS = 16  # partial sums per output: samples for the noise estimate
 FEW_CHUNKS = 8  # an output of fewer elements gives the noise estimate fewer samples than this
 NOISE_SIGMAS = 6.0
 NOISE_SHARE = 0.1  # of the tolerance that rounding noise may use before the step grows
@@ -238,189 +245,6 @@ class NotDifferentiable(Exception):
     when its tensors move by a difference step."""
 
 
-@dataclass(frozen=True)
-class Moved:
-    """One tensor of the point moved along a direction: ``value + step·direction``, in the
-    value's dtype. A function may compute it where its call needs it (a LayerFunction adds it
-    into the layer's input: one pass, and no copy to keep the point from the layer's writes);
-    :meth:`tensor` computes it on its own."""
-
-    value: torch.Tensor
-    direction: torch.Tensor
-    step: float
-
-    def tensor(self) -> torch.Tensor:
-        return (self.direction * self.step).add_(self.value).to(self.value.dtype)
-
-
-def materialized(values: Sequence[torch.Tensor | Moved]) -> list[torch.Tensor]:
-    """``values`` with every :class:`Moved` computed."""
-    return [v.tensor() if isinstance(v, Moved) else v for v in values]
-
-
-class DifferentiableFunction(Protocol):
-    """What the engine, the verdict and the localisation read from a function they difference
-    (:class:`~layercheck.numerics.functions.LayerFunction`, ``GradientFunction``)."""
-
-    @property
-    def point(self) -> Sequence[torch.Tensor]:
-        """The tensors it is differentiated at, one per slot."""
-
-    @property
-    def names(self) -> Sequence[str]:
-        """One per slot, for messages."""
-
-    def terms(self, values: Sequence[torch.Tensor | Moved], cotangents: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Partial sums of the scalar at ``values`` in float64, a row of ``CHUNKS`` per cotangent.
-        Raises NotDifferentiable when the outputs change in number or size there."""
-
-    def reset(self) -> None:
-        """Put back what an evaluation changed (parameters, state)."""
-
-
-def chunk_sums(y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """<w, y> in float64 as ``CHUNKS`` partial sums over consecutive elements (the last ones
-    zero where there are fewer elements than chunks).
-
-    Computed ``_ROWS`` chunks at a time, so that no full-size float64 product is held: a
-    reduction over the rows of a (rows, length) tensor sums each row whole whatever the number
-    of rows (two or more) and of threads, so the sums are bit for bit those of all chunks at once."""
-    flat_y, flat_w = y.detach().reshape(-1), w.reshape(-1)
-    n = flat_y.numel()
-    length = max(1, math.ceil(n / CHUNKS))
-    block = torch.empty(_ROWS * length, dtype=torch.float64, device=y.device)  # reused: one allocation
-    sums = []
-    for first in range(0, CHUNKS, _ROWS):
-        rows = min(_ROWS, CHUNKS - first)
-        start, stop = min(n, first * length), min(n, (first + rows) * length)
-        part = block[:rows * length]
-        if stop > start:
-            torch.mul(flat_y[start:stop].to(torch.float64), flat_w[start:stop].to(torch.float64),
-                      out=part[:stop - start])
-        part[stop - start:].zero_()  # padding past the last element
-        sums.append(part.view(rows, length).sum(dim=1))
-    return torch.cat(sums)
-
-
-# Chunks whose partial sums chunk_sums computes together: at least two, so that the reduction
-# runs over rows (one row alone is split between threads, and sums in another order).
-_ROWS = 2
-
-
-def _chunks_used(elements: int) -> int:
-    """How many of the CHUNKS partial sums hold elements (the rest sum padding)."""
-    if elements == 0:
-        return 0
-    return math.ceil(elements / math.ceil(elements / CHUNKS))
-
-
-# -- where a probe perturbs -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Region:
-    """Part of one tensor: elements with values in [low, high], a slab along one dimension,
-    or a single element (flat index)."""
-
-    slot: int
-    low: float = -math.inf
-    high: float = math.inf
-    dim: int | None = None
-    start: int = 0
-    stop: int = 0
-    element: int | None = None
-
-    def mask(self, value: torch.Tensor) -> torch.Tensor:
-        if self.element is not None:
-            mask = torch.zeros(value.numel(), dtype=torch.bool)
-            mask[self.element] = True
-            return mask.reshape(value.shape)
-        if self.dim is not None:
-            mask = torch.zeros(value.shape, dtype=torch.bool)
-            mask.narrow(self.dim, self.start, self.stop - self.start).fill_(True)
-            return mask
-        return (value >= self.low) & (value <= self.high)
-
-    def describe(self, shape: Sequence[int]) -> str:
-        if self.element is not None:
-            return f"element {element_index(self.element, shape)}"
-        if self.dim is not None:
-            return f"indices {self.start}..{self.stop - 1} of dimension {self.dim}"
-        return f"values in [{self.low:.4g}, {self.high:.4g}]"
-
-
-def element_index(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
-    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(shape))) if len(shape) else ()
-
-
-@dataclass(frozen=True)
-class Probe:
-    """Where and how far a pair of evaluations perturbs: every tensor (``slot`` None), one
-    tensor, a group of them (a tuple of slots), or a region of one; ``draw`` numbers
-    independent random directions."""
-
-    draw: int
-    step: float
-    slot: int | tuple[int, ...] | None = None
-    region: Region | None = None
-
-    def leaves(self, index: int) -> bool:
-        """Whether the probe leaves the tensor in slot ``index`` alone (None: it perturbs all)."""
-        slot = self.region.slot if self.region is not None else self.slot
-        if slot is None:
-            return False
-        return index not in slot if isinstance(slot, tuple) else index != slot
-
-    @property
-    def key(self) -> str:
-        return f"{self.draw}/{self.step:.3e}/{self.slot}/{self.region}"
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One directional derivative, analytic against numeric."""
-
-    probe: Probe
-    analytic: float
-    numeric: float  # central difference
-    one_sided: tuple[float, float]  # forward, backward differences
-    spread: float  # standard deviation of the analytic side over random directions
-    bound: float  # allowed |numeric - analytic|
-    # Note [steep at the base step]: failed on a steep layer with extrapolations still moving
-    # where rounding stops the steps: finite differences cannot tell its gradient right or wrong
-    unresolved: bool = False
-    # Note [steep below the base step]: the step ``numeric`` was taken at, when it is not the probe's
-    taken_at: float | None = None
-
-    @property
-    def central_error(self) -> float:
-        return abs(self.numeric - self.analytic)
-
-    @property
-    def agrees(self) -> bool:
-        if self.taken_at is not None:  # below the base step: agreed there, or judges nothing (unresolved)
-            return not self.unresolved
-        return self.central_error <= self.bound or _one_sided_agrees(self.one_sided, self.analytic, self.bound)
-
-    @property
-    def kink_crossed(self) -> bool:
-        """The central difference failed but a one-sided one agrees: the step crossed a kink."""
-        return self.central_error > self.bound and self.agrees
-
-    @property
-    def relative_error(self) -> float:
-        """The error relative to the spread: of the one-sided difference that agrees when the
-        step crossed a kink, else of the central difference."""
-        if self.kink_crossed:
-            return ratio(min(abs(d - self.analytic) for d in self.one_sided), self.spread)
-        return ratio(self.central_error, self.spread)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"analytic": self.analytic, "numeric": self.numeric, "one_sided": list(self.one_sided),
-                "relative_error": self.relative_error, "step": self.taken_at or self.probe.step,
-                "kink_crossed": self.kink_crossed}
-
-
 # -- the engine -------------------------------------------------------------------------------
 
 
@@ -449,7 +273,7 @@ class FiniteDifferences(Generic[F_co]):
         # all (backward_runs reports them), so that the others are still judged.
         self.excluded: set[int] = set()
         # Elements held at the point in every direction, per slot: an embedding's rows whose gradient
-        # PyTorch leaves out or scales by design (Note [padding rows] in reference.py)
+        # PyTorch leaves out or scales by design (Note [padding rows] in numerics/functions.py)
         self.held: dict[int, torch.Tensor] = {}
         # Note [domains]: the interval each slot must stay in, None where it is unbounded
         self.domains: list[tuple[float, float] | None] = list(getattr(fn, "domains", None) or [None] * len(fn.point))
@@ -585,7 +409,7 @@ class FiniteDifferences(Generic[F_co]):
                     variance_ratio = 70  # 16 + 16 + 36 + 1 + 1
             total = 0.0
             for k, w in enumerate(self.cotangents):
-                used = _chunks_used(w.numel())
+                used = chunks_used(w.numel())
                 if used == 0:
                     continue
                 # 0.455: the median of a chi-square with one degree of freedom. The median of a few
@@ -656,7 +480,7 @@ class FiniteDifferences(Generic[F_co]):
         on_a_kink first.) Asked only of outputs with enough chunks for a median (the square of a
         single chunk's residual is below a hundredth of its variance one time in twelve)."""
         if self._rounding is None:
-            if sum(_chunks_used(w.numel()) for w in self.cotangents) < FEW_CHUNKS:
+            if sum(chunks_used(w.numel()) for w in self.cotangents) < FEW_CHUNKS:
                 return False
             at_base = min(self.noise(), self.noise(refined=True))
             spacing = BASE_STEP / SMALLER_STEPS[-1]
@@ -761,7 +585,7 @@ class FiniteDifferences(Generic[F_co]):
             if abs(numeric - analytic) > tolerance * spread + noise:  # Note [a grown step that has not settled]
                 moved = abs(extrapolated(2 * h, difference(*sums(2 * h), 2 * h)) - numeric)
                 unresolved = abs(numeric - analytic) <= tolerance * spread + noise + 2 * moved
-                crossed = _one_sided_agrees(one_sided, analytic, tolerance * spread + noise)  # a kink
+                crossed = one_sided_agrees(one_sided, analytic, tolerance * spread + noise)  # a kink
                 if not (unresolved or crossed or self._nothing_below or self.start_step > BASE_STEP):
                     below = self._below(  # Note [steep below the base step]
                         lambda step: extrapolated(step, difference(*sums(step), step)), analytic, tolerance * spread,
@@ -816,12 +640,6 @@ class FiniteDifferences(Generic[F_co]):
         return closest
 
 
-def _one_sided_agrees(one_sided: tuple[float, float], analytic: float, bound: float) -> bool:
-    """Whether a one-sided difference agrees with ``analytic`` (Note [kinks]): held to twice the
-    central difference's ``bound``, as its noise is twice the central's."""
-    return any(abs(d - analytic) <= 2 * bound for d in one_sided)
-
-
 def _settled(tried: Sequence[tuple[float, float]], analytic: float, allowed: float) -> bool:
     """Whether the differences (value, bound) at successive steps disagree with ``analytic``
     for good: the last two agree with each other, and the analytic value is ten times as far
@@ -855,4 +673,3 @@ def _scale(value: torch.Tensor) -> float:
     """How far a tensor is perturbed, per unit step: its largest finite magnitude, or 1 for zeros."""
     magnitude = largest(value)
     return magnitude if magnitude > 0 else 1.0
-

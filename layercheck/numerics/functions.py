@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from layercheck.numerics.engine import Moved, NotDifferentiable, chunk_sums, materialized
+from layercheck.numerics.engine import NotDifferentiable
+from layercheck.numerics.probes import Moved, chunk_sums, materialized
 from layercheck.parent.errors import LayerRaised
 from layercheck.support.compare import real_view
 from layercheck.target.calling import backpropagate
@@ -403,3 +405,52 @@ def _check_sizes(outputs: Sequence[torch.Tensor], cotangents: Sequence[torch.Ten
         raise NotDifferentiable("the number or sizes of the floating outputs change when the inputs move by "
                                 "a relative 1e-8: finite differences do not apply to this layer")
 
+
+# Note [padding rows]
+#     nn.Embedding(padding_idx=i) (and nn.EmbeddingBag) reads row i like any other, yet PyTorch
+#     gives it no gradient, by design: the padding entry stays as it was, zeros by default.
+#     Finite differences of that row move the output wherever index i is looked up, and the
+#     weight's gradient was called wrong (analytic 0 against the numeric change of row i) in
+#     one of NLP's commonest layers. With scale_grad_by_freq=True PyTorch divides each row's
+#     gradient by how often the batch looks it up, by design too. So the gradient check holds
+#     those rows of every such submodule's weight at the point — the padding rows, and the rows
+#     looked up more than once at the point where the gradient is scaled — its directions leave
+#     them alone, and a note says so. The other rows are judged as before.
+
+
+def held_rows(fn: LayerFunction) -> dict[int, torch.Tensor]:
+    """Per parameter slot, the rows of an nn.Embedding or nn.EmbeddingBag weight whose gradient
+    PyTorch leaves out or scales by design (Note [padding rows]), as a mask of its elements."""
+    module = fn.subject.module
+    if module is None:
+        return {}
+    slots = {name: len(fn.input_slots) + k for k, (name, _) in enumerate(fn.parameters)}
+    weights = {sub: f"{owner}.weight" if owner else "weight" for owner, sub in module.named_modules()
+               if isinstance(sub, (nn.Embedding, nn.EmbeddingBag))}
+    tables = [(sub, slots[name]) for sub, name in weights.items() if name in slots]
+    held: dict[int, torch.Tensor] = {}
+    looked_up: dict[int, list[torch.Tensor]] = {}
+
+    def watch(slot: int) -> Callable[..., None]:
+        def hook(_: nn.Module, args: tuple[Any, ...]) -> None:
+            looked_up.setdefault(slot, []).append(args[0].detach().reshape(-1).cpu())
+        return hook
+
+    hooks = [sub.register_forward_pre_hook(watch(slot)) for sub, slot in tables if sub.scale_grad_by_freq]
+    if hooks:
+        try:
+            fn.call()
+        finally:
+            fn.reset()
+            for hook in hooks:
+                hook.remove()
+    for sub, slot in tables:
+        mask = torch.zeros(fn.point[slot].shape, dtype=torch.bool)
+        if sub.padding_idx is not None:
+            mask[sub.padding_idx] = True
+        if slot in looked_up:
+            counts = torch.bincount(torch.cat(looked_up[slot]), minlength=mask.shape[0])
+            mask[counts > 1] = True
+        if mask.any():
+            held[slot] = mask
+    return held

@@ -29,15 +29,12 @@ from typing import Any
 
 import torch
 
-from layercheck.numerics.engine import (
-    DifferentiableFunction,
-    FiniteDifferences,
-    Region,
-    element_index,
-)
+from layercheck.numerics.engine import FiniteDifferences
 from layercheck.numerics.patterns import explain
+from layercheck.numerics.probes import DifferentiableFunction, Region, element_index
 from layercheck.numerics.verdict import Verdict, judge
 from layercheck.parent import limits
+from layercheck.support.context import Context
 
 # What narrowing a wrong tensor down may cost, only when the check has already failed: about
 # 40 evaluations (0.6 s for SReLU at 24,24,20,128). A layer slow to evaluate (Triton kernels
@@ -262,3 +259,20 @@ def diagnose(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torc
         else:
             wrong.append(Finding(name, verdict))
     return wrong, right
+
+
+_LETTERS = {"B": "the batch size", "C": "the number of channels", "T": "the sequence length",
+            "S": "a spatial size", "U": "the size of a dimension"}
+
+
+def size_names(ctx: Context) -> dict[int, str]:
+    """The sizes of the inputs a wrong constant factor is likely made of: the batch size, the
+    channels, each dimension, the elements averaged over per channel, all elements."""
+    names: dict[int, str] = {}
+    for layout in ctx.layouts:
+        per_channel = layout.numel // max(1, math.prod(s for s, f in zip(layout.size, layout.format) if f == "C"))
+        for size, letter in zip(layout.size, layout.format):
+            names.setdefault(size, _LETTERS.get(letter, "the size of a dimension"))
+        names.setdefault(per_channel, "the number of elements per channel (batch × positions)")
+        names.setdefault(layout.numel, "the number of input elements")
+    return names

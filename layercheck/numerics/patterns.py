@@ -20,7 +20,8 @@ from fractions import Fraction
 
 import torch
 
-from layercheck.numerics.engine import DifferentiableFunction, FiniteDifferences, Probe
+from layercheck.numerics.engine import FiniteDifferences
+from layercheck.numerics.probes import DifferentiableFunction, Probe
 
 PATTERN_DRAWS = 3  # random directions a hypothesis must agree along (the first two are cached)
 FACTOR_MATCH = 1e-4  # how close a measured factor must be to a size (1/8) to be named after it

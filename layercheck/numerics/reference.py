@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import torch
-from torch import nn
 
-from layercheck.numerics.engine import FiniteDifferences, NotDifferentiable, OnKinks, Probe, TooNoisy, Unstable
-from layercheck.numerics.functions import Backprop, LayerFunction
-from layercheck.numerics.locate import Finding, diagnose
+from layercheck.numerics.engine import FiniteDifferences, NotDifferentiable, OnKinks, TooNoisy, Unstable
+from layercheck.numerics.functions import Backprop, LayerFunction, held_rows
+from layercheck.numerics.locate import Finding, diagnose, size_names
 from layercheck.numerics.patterns import PATTERN_DRAWS
+from layercheck.numerics.probes import Probe
 from layercheck.numerics.recording import Analytic, KeptGradients, analytic_run
 from layercheck.numerics.trace import Trace, Tracing, trace
 from layercheck.numerics.verdict import Verdict, judge
@@ -370,7 +370,7 @@ def judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.d
     # are read again, and a full-size copy fewer is held while the layer is differenced
     run.outputs[:] = [y.to("meta") for y in run.outputs]
     fd.excluded = {slot for slot, g in enumerate(run.grads) if g is None}
-    fd.held = _held_rows(fn)
+    fd.held = held_rows(fn)
     traced = trace(fn) if traced is None else traced
     # a complex64 parameter of a float64 copy (layer.double() leaves complex weights alone) is
     # differenced through its float32 real view: at float32's precision, as a float32 island is
@@ -402,7 +402,7 @@ def judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.d
             if found is None:
                 raise
             return found
-        ref = Reference(fd, run, verdict, traced, float64_failure, _size_names(ctx))
+        ref = Reference(fd, run, verdict, traced, float64_failure, size_names(ctx))
     if not ref.verdict.passed and widens:
         ref = _widened(ctx, fn, run, ref) or ref
     if not ref.verdict.passed and traced.straight_through and fn.held is None:
@@ -598,73 +598,6 @@ def _widened(ctx: Context, fn: LayerFunction, first: Backprop, island: Reference
         ref.widened = (f"at the precision the layer computes in inside, {island[0].lower()}{island[1:]}; {kept}, "
                        f"they were judged at the float64 step")
     return ref
-
-
-_LETTERS = {"B": "the batch size", "C": "the number of channels", "T": "the sequence length",
-            "S": "a spatial size", "U": "the size of a dimension"}
-
-
-def _size_names(ctx: Context) -> dict[int, str]:
-    """The sizes of the inputs a wrong constant factor is likely made of: the batch size, the
-    channels, each dimension, the elements averaged over per channel, all elements."""
-    names: dict[int, str] = {}
-    for layout in ctx.layouts:
-        per_channel = layout.numel // max(1, math.prod(s for s, f in zip(layout.size, layout.format) if f == "C"))
-        for size, letter in zip(layout.size, layout.format):
-            names.setdefault(size, _LETTERS.get(letter, "the size of a dimension"))
-        names.setdefault(per_channel, "the number of elements per channel (batch × positions)")
-        names.setdefault(layout.numel, "the number of input elements")
-    return names
-
-
-# Note [padding rows]
-#     nn.Embedding(padding_idx=i) (and nn.EmbeddingBag) reads row i like any other, yet PyTorch
-#     gives it no gradient, by design: the padding entry stays as it was, zeros by default.
-#     Finite differences of that row move the output wherever index i is looked up, and the
-#     weight's gradient was called wrong (analytic 0 against the numeric change of row i) in
-#     one of NLP's commonest layers. With scale_grad_by_freq=True PyTorch divides each row's
-#     gradient by how often the batch looks it up, by design too. So the gradient check holds
-#     those rows of every such submodule's weight at the point — the padding rows, and the rows
-#     looked up more than once at the point where the gradient is scaled — its directions leave
-#     them alone, and a note says so. The other rows are judged as before.
-
-
-def _held_rows(fn: LayerFunction) -> dict[int, torch.Tensor]:
-    """Per parameter slot, the rows of an nn.Embedding or nn.EmbeddingBag weight whose gradient
-    PyTorch leaves out or scales by design (Note [padding rows]), as a mask of its elements."""
-    module = fn.subject.module
-    if module is None:
-        return {}
-    slots = {name: len(fn.input_slots) + k for k, (name, _) in enumerate(fn.parameters)}
-    weights = {sub: f"{owner}.weight" if owner else "weight" for owner, sub in module.named_modules()
-               if isinstance(sub, (nn.Embedding, nn.EmbeddingBag))}
-    tables = [(sub, slots[name]) for sub, name in weights.items() if name in slots]
-    held: dict[int, torch.Tensor] = {}
-    looked_up: dict[int, list[torch.Tensor]] = {}
-
-    def watch(slot: int) -> Callable[..., None]:
-        def hook(_: nn.Module, args: tuple[Any, ...]) -> None:
-            looked_up.setdefault(slot, []).append(args[0].detach().reshape(-1).cpu())
-        return hook
-
-    hooks = [sub.register_forward_pre_hook(watch(slot)) for sub, slot in tables if sub.scale_grad_by_freq]
-    if hooks:
-        try:
-            fn.call()
-        finally:
-            fn.reset()
-            for hook in hooks:
-                hook.remove()
-    for sub, slot in tables:
-        mask = torch.zeros(fn.point[slot].shape, dtype=torch.bool)
-        if sub.padding_idx is not None:
-            mask[sub.padding_idx] = True
-        if slot in looked_up:
-            counts = torch.bincount(torch.cat(looked_up[slot]), minlength=mask.shape[0])
-            mask[counts > 1] = True
-        if mask.any():
-            held[slot] = mask
-    return held
 
 
 def _skip_unless_finite(ctx: Context, run: Backprop, dtype: str) -> None:

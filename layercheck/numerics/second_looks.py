@@ -15,7 +15,7 @@ from layercheck.numerics.functions import LayerFunction
 from layercheck.numerics.recording import Analytic, analytic_run
 from layercheck.numerics.reference import FLOAT64_READERS, Reference, fresh_layer, judged, nonfinite_problem
 from layercheck.parent.errors import CheckFailed, CheckSkipped, LayerRaised
-from layercheck.support.compare import all_finite, dtype_name, nonfinite
+from layercheck.support.compare import all_finite, dtype_name, identical, nonfinite
 from layercheck.support.context import Context
 from layercheck.support.runs import cotangents
 from layercheck.target.subject import Mode, Subject
@@ -396,3 +396,68 @@ def _graph_and_outputs(subject: Subject) -> tuple[tuple[str, ...], tuple[bytes, 
     outputs = Outputs.of(subject.forward(subject.inputs(requires_grad=True))).floating
     kinds = tuple(type(node).__name__ for node in backward_nodes(outputs))
     return kinds, tuple(y.detach().cpu().numpy().tobytes() for y in outputs)
+
+
+# How many other draws of the inputs a tensor that gets no gradient is given before it is
+# called unused: a top-1 router over four experts leaves one without a token of ten about one
+# time in ten, and with a token in every one of four other draws almost always.
+OTHER_DRAWS = 4
+
+
+def other_draw(ctx: Context, subject: Subject, k: int) -> list[torch.Tensor]:
+    """The ``k``-th other draw of the float32 inputs (k >= 1): the same for every check that
+    asks whether a tensor's gradient, or the outputs, depend on the values drawn."""
+    return subject.target.inputs(torch.float32, subject.device, seed=ctx.seed + 7919 * k)
+
+
+def reached_on_other_inputs(ctx: Context, missing: Sequence[str]) -> list[str]:
+    """Those of ``missing`` (tensors without a gradient on the generated inputs) that get one
+    on other draws of the inputs: a parameter forward uses for some inputs only (an expert
+    its router sends no token to here) is trained; one it never uses, or uses through
+    ``.detach()`` only, gets none on any draw."""
+    reached: set[str] = set()
+    for k in range(1, OTHER_DRAWS + 1):
+        subject = ctx.fresh(torch.float32)
+        inputs = other_draw(ctx, subject, k)
+        try:
+            run = analytic_run(ctx, subject, inputs)
+        except LayerRaised:  # the forward, on these inputs
+            continue
+        if run.result is None:  # the backward raised
+            continue
+        reached.update(name for name, g in zip(run.fn.names, run.grads) if g is not None and name in missing)
+        if reached >= set(missing):
+            break
+    return [name for name in missing if name in reached]
+
+
+def read_for_shape_only(ctx: Context, missing: Sequence[str]) -> list[str]:
+    """Those inputs of ``missing`` (no gradient on any draw) whose values do not change the
+    outputs: the training forward gives bit-identical outputs when each is drawn again (same
+    random stream, a fresh copy of the layer per call). A positional embedding that takes ``x``
+    for its length, or a layer that reads an input's dtype or device only, needs no gradient
+    for it; an input used through ``.detach()`` or comparisons changes the outputs and still
+    fails. A layer whose outputs differ between two identical calls is never let off."""
+    positions = {int(name.split()[1]): name for name in missing if name.startswith("input ")}
+    if not positions:
+        return []
+
+    def outputs(inputs: list[Any]) -> list[torch.Tensor] | None:
+        try:
+            return Outputs.of(ctx.fresh(torch.float32).call(Mode.FORWARD, inputs, grad=False)).tensors
+        except LayerRaised:
+            return None
+
+    subject = ctx.fresh(torch.float32)
+    base = subject.inputs()
+    reference, again = outputs(base), outputs(base)
+    if reference is None or again is None or not identical(again, reference):
+        return []
+    unchanged = set(positions)
+    for k in range(1, 3):
+        other = other_draw(ctx, subject, k)
+        for i in sorted(unchanged):
+            got = outputs([other[i] if j == i else x for j, x in enumerate(base)])
+            if got is None or not identical(got, reference):
+                unchanged.discard(i)
+    return [positions[i] for i in sorted(unchanged)]

@@ -10,17 +10,8 @@ from typing import Any
 
 import torch
 
-from layercheck.numerics.engine import (
-    BASE_STEP,
-    NOISE_CEILING,
-    Comparison,
-    DifferentiableFunction,
-    FiniteDifferences,
-    OnKinks,
-    Probe,
-    Region,
-    TooNoisy,
-)
+from layercheck.numerics.engine import BASE_STEP, NOISE_CEILING, FiniteDifferences, OnKinks, TooNoisy
+from layercheck.numerics.probes import Comparison, DifferentiableFunction, Probe, Region
 from layercheck.support.compare import ratio
 
 # Tolerances on relative errors, per dtype of the analytic gradient (overridable per dtype
