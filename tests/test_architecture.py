@@ -9,6 +9,7 @@ command line sits on top, and only the entry points (``launch``, ``__main__``) i
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,102 @@ def test_the_engine_and_the_workers_take_the_resolved_plan() -> None:
         (function,) = [f for f in _functions(module) if f.name == function_name and f.col_offset == 0]
         (arg,) = [a for a in function.args.args if a.arg == parameter]
         assert "TargetPlan" in _annotation(arg), (module, function_name, _annotation(arg))
+
+
+# -- the layers: ARCHITECTURE.md's table against the tree and its imports ---------------------------
+
+ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
+LINE_LIMIT = 700  # a module you can hold in your head (STYLE.md 15)
+# Imports the table does not allow, each for a reason: importer -> imported.
+EXCEPTIONS = {
+    ("layercheck.parent.workers", "layercheck.engine.serve"):
+        "the fork server's main, imported inside the function the worker runs, never in the parent",
+    ("layercheck.parent.result", "layercheck.reporting.registry"):
+        "a Report renders through the reporter registry (the reporters read parent/result back)",
+    ("layercheck.parent.registry", "layercheck.target.subject"): "the Target type, under TYPE_CHECKING only",
+    ("layercheck.parent.listing", "layercheck.target.subject"):
+        "SAMPLE_ELEMENTS, imported inside a function when it cannot be read from source",
+    ("layercheck.support.ranks", "layercheck.engine.serve"):
+        "a rank process dies with its parent as a worker does (_die_with_parent, inside rank_main)",
+}
+
+
+def layer_table(text: str) -> tuple[dict[str, list[str]], dict[str, set[str] | None]]:
+    """ARCHITECTURE.md's table: layer -> where (``name/`` a package, ``name`` a top-level module),
+    and layer -> the layers it may import (None: everything)."""
+    lines = text[text.index("| layer | where | may import |"):].splitlines()[2:]
+    rows: list[tuple[str, list[str], str]] = []
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        layer, where, may = (cell.strip() for cell in line.strip("|").split("|"))
+        rows.append((layer, [w.strip("`") for w in (part.strip() for part in where.split(",")) if w], may))
+    places = {layer: where for layer, where, _ in rows}
+    by_place = {w: layer for layer, where, _ in rows for w in where}
+    allowed: dict[str, set[str] | None] = {}
+    for layer, _, may in rows:
+        if may.startswith("everything"):
+            allowed[layer] = None
+            continue
+        named = {part.strip("`") for part in re.findall(r"`[^`]+`|\b[A-Za-z]+\b", may.split(";")[0])}
+        allowed[layer] = {by_place.get(n, n) for n in named if n in by_place or n in places}
+    return places, allowed
+
+
+def layer_of(module: str, places: dict[str, list[str]]) -> str | None:
+    parts = module.split(".")
+    for layer, where in places.items():
+        for place in where:
+            if module == "layercheck" and place == "__init__":
+                return layer
+            if len(parts) > 1 and (parts[1] == place.rstrip("/")) and (place.endswith("/") or len(parts) == 2):
+                return layer
+    return None
+
+
+PLACES, ALLOWED = layer_table(ARCHITECTURE.read_text())
+
+
+def test_the_table_and_the_tree_say_the_same_thing() -> None:
+    """Every package and top-level module of layercheck has one row of ARCHITECTURE.md's table,
+    and every place the table names exists."""
+    tree = {p.name + "/" for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    tree |= {p.stem for p in PACKAGE.glob("*.py")}
+    named = [place for where in PLACES.values() for place in where]
+    assert len(named) == len(set(named)), f"a place in two rows: {sorted(named)}"
+    assert sorted(tree - set(named)) == [], "in the tree, not in ARCHITECTURE.md's table"
+    assert sorted(set(named) - tree) == [], "in ARCHITECTURE.md's table, not in the tree"
+
+
+def test_every_import_is_one_the_table_allows() -> None:
+    wrong = []
+    for name in sorted(MODULES):
+        mine = layer_of(name, PLACES)
+        allowed = ALLOWED[mine] if mine is not None else set()
+        for other in sorted(imports_of(name)):
+            theirs = layer_of(other, PLACES)
+            if theirs == mine or allowed is None or theirs in allowed or (name, other) in EXCEPTIONS:
+                continue
+            wrong.append(f"{name} ({mine}) imports {other} ({theirs})")
+    assert wrong == []
+
+
+def test_the_exceptions_are_still_needed() -> None:
+    """An exception whose import is gone goes from the list."""
+    stale = [pair for pair in EXCEPTIONS if pair[1] not in imports_of(pair[0])]
+    assert stale == []
+
+
+def test_the_table_is_read_as_written() -> None:
+    places, allowed = layer_table("| layer | where | may import |\n|---|---|---|\n"
+                                  "| top | `a/`, `b` | everything |\n| mid | `m/` | `low/`; never `a/` |\n"
+                                  "| low | `low/` | nothing above it |\n\nafter\n")
+    assert places == {"top": ["a/", "b"], "mid": ["m/"], "low": ["low/"]}
+    assert allowed == {"top": None, "mid": {"low"}, "low": set()}
+    assert layer_of("layercheck.m.x", places) == "mid" and layer_of("layercheck.b", places) == "top"
+    assert layer_of("layercheck.b.x", places) is None  # b is a module, not a package
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > LINE_LIMIT}
+    assert long == {}
