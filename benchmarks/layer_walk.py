@@ -12,7 +12,8 @@ on PYTHONPATH: ``PYTHONPATH=/path/to/old python benchmarks/layer_walk.py``).
     python benchmarks/layer_walk.py [--check predict_runs] [--steps]
 
 The plan is the bundled SReLU at 8,16:BC with one check (the check's own work is the same before
-and after; what differs is the way to it). ``--steps`` prints every step back up.
+and after; what differs is the way to it). ``--steps`` prints every step until the check starts.
+(It imports the old paths to measure the tree before the packages: rewrite_imports: skip this file.)
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """The old module paths (before the packages of issue 47) keep working for a release: each is the
-very module at its new path, with a DeprecationWarning that names the new one."""
+very module at its new path, with a DeprecationWarning that names the new one.
+
+The old paths are what this file tests: rewrite_imports: skip this file."""
 
 from __future__ import annotations
 
