@@ -7,5 +7,6 @@ Parsing and validating what a user asked for (:mod:`layout`, :mod:`inputs`, :mod
 and survives them (:mod:`isolation`, :mod:`workers`, :mod:`limits`), and the records and errors
 that come back (:mod:`result`, :mod:`errors`). Its modules import each other and
 ``layercheck.reporting.registry``; the worker's side (``layercheck.engine.serve``) and the
-target's sample size are imported only inside the functions that need them, never at import.
+target's sample size are imported only inside the functions that need them, and the Target type
+for annotations only: never at import.
 """
