@@ -19,6 +19,7 @@ from torch import nn
 from layercheck import limits, runner
 from layercheck._version import __version__
 from layercheck.errors import LoadError, UsageError
+from layercheck.firsthour.traces import trace_text
 from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.invocation import class_reference
 from layercheck.layout import Layout
@@ -112,6 +113,9 @@ def failure_message(report: Report) -> str:
     for run in report.runs:
         if run.error is not None:
             lines.append(f"{run.target} could not be checked: {run.error}")
+            trace = trace_text(run.location)  # where the constructor raised
+            if trace:
+                lines.append(trace)
     problems = report.failures()
     if problems:
         failed = [label(r) for _, r in problems if r.status is Status.FAILED]
@@ -122,6 +126,9 @@ def failure_message(report: Report) -> str:
         lines.insert(0, "; ".join(said) + whose)
     for _, result in problems:
         lines.append(f"  {label(result)} {result.status.value}: {result.message}")
+        trace = trace_text(result.details.get("location"), indent="    ")  # where the layer raised
+        if trace:
+            lines.append(trace)
         if "reproduce" in result.details:
             lines.append(f"    reproduce: {result.details['reproduce']}")
     return "\n".join(lines)

@@ -385,10 +385,11 @@ def test_github_format_from_the_command_line(tmp_path: Path) -> None:
                                       "predict_runs", "--format", "github"])
     assert result.exit_code == 1
     first, last = result.stdout.splitlines()[0], result.stdout.splitlines()[-1]
-    line = BROKEN.splitlines().index("class Layer(nn.Module):") + 1
+    # on the line that raised, not the class's
+    line = next(i for i, text in enumerate(BROKEN.splitlines(), 1) if "raise ValueError" in text)
     where = (tmp_path / "broken.py").resolve().as_posix()  # outside the working directory: absolute
     assert first.startswith(f"::error file={where},line={line},title=layercheck ")
-    assert "predict_runs failed::predict raised ValueError" in first
+    assert "predict_runs failed (in forward)::predict raised ValueError" in first
     assert "%0A" in first and "\n" not in first
     assert last.startswith("1 passed, 1 failed, 0 skipped, 0 errors in ")  # signatures passed
 
