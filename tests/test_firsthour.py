@@ -114,3 +114,94 @@ def test_the_api_assertion_shows_where_the_constructor_and_forward_raised(layers
     with pytest.raises(AssertionError) as raised:
         layercheck.assert_layer_valid(forward.Broken, "8,16:BC", checks=["forward_runs"])
     assert 'File "forward.py", line 12, in forward\n      return y.view(3, -1, 7)' in str(raised.value)
+
+
+# -- the Python API: its reference page, Report.status, dir(layercheck) -------------------------
+
+
+def test_dir_of_the_package_lists_the_public_names_only() -> None:
+    import layercheck
+
+    layercheck.check_layer  # noqa: B018 (loads the API and, with it, most submodules)
+    assert dir(layercheck) == sorted(layercheck.__all__)
+    assert not {"annotations", "TYPE_CHECKING", "result", "errors", "registry"} & set(dir(layercheck))
+    assert layercheck.result.Report is layercheck.Report  # the submodules are still there, unlisted
+
+
+def test_report_status_is_the_verdict_of_the_whole_report(layers: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch import nn
+
+    import layercheck
+
+    monkeypatch.syspath_prepend(str(layers))
+    assert layercheck.check_layer(nn.Tanh(), "4,3:BC", checks=["forward_runs"]).status == "passed"
+    assert layercheck.check_layer(pytest.importorskip("forward").Broken, "8,16:BC",
+                                  checks=["forward_runs"]).status is layercheck.Status.FAILED
+    built = layercheck.check_layer(pytest.importorskip("helper").Broken, "8,16:BC")
+    assert built.status is layercheck.Status.ERROR and not built.passed and built.exit_code == 1
+
+
+def _api_page() -> str:
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import layercheck_docs
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+    return str(layercheck_docs.api_page())
+
+
+def test_the_api_reference_documents_exactly_the_public_and_stable_names() -> None:
+    import re
+
+    import layercheck
+    from layercheck import sdk
+
+    page = _api_page()
+    top = set(re.findall(r"^\.\. \w+:: layercheck\.(\w+)$", page, flags=re.MULTILINE))
+    stable = set(re.findall(r"^\.\. [\w:]+:: layercheck\.sdk\.(\w+)$", page, flags=re.MULTILINE))
+    assert top == set(layercheck.__all__) - {"__version__"}
+    also = set(re.findall(r"`(\w+)`", page.split("Also stable there")[1].split("\n")[0]))
+    assert stable | also == set(sdk.STABLE) and not stable & also and also <= top
+    # every one has something to say: a docstring of its own (or, for a constant, a #: comment)
+    for name in top:
+        assert (getattr(layercheck, name).__doc__ or "").strip(), name
+    assert "check_layer" in top and "Report" in top and "Context" in stable
+
+
+# -- strict=True with an instance -----------------------------------------------------------------
+
+RMS_NORM = """\
+import torch
+from torch import nn
+
+
+class Layer(nn.Module):
+    def __init__(self, channels, *, device=None, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(channels, device=device, dtype=dtype))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+"""
+
+
+def test_strict_passes_a_correct_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An instance cannot be constructed again: factory_kwargs does not apply to it, and strict=True
+    (which fails a check that applies but could not judge) passes a correct layer."""
+    import layercheck
+
+    (tmp_path / "rms.py").write_text(RMS_NORM)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    layer = pytest.importorskip("rms").Layer
+    report = layercheck.assert_layer_valid(layer(64), "8,10,64:BTC", strict=True)
+    (factory,) = [r for r in report.results if r.check == "factory_kwargs"]
+    assert factory.status == "skipped" and factory.skip == "not_applicable"
+    # the class is checked by it, and passes it
+    (factory,) = [r for r in layercheck.check_layer(layer, "8,10,64:BTC", kwargs={"channels": 64},
+                                                     checks=["factory_kwargs"], strict=True).results
+                  if r.check == "factory_kwargs"]
+    assert factory.status == "passed"

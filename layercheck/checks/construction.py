@@ -73,8 +73,9 @@ def factory_kwargs(ctx: Context) -> str:
     constants included.
     """
     if ctx.target.instance is not None:
-        raise CheckSkipped("an instance was given: layercheck cannot construct another with device= and dtype= "
-                           "(pass the class and its constructor arguments)", applies=True)
+        # A limit of the call, not of the layer: it does not apply (strict=True passes a correct instance).
+        raise CheckSkipped("does not apply to an instance: layercheck cannot construct another with device= and "
+                           "dtype= (pass the class and its constructor arguments to check that)")
     cls = ctx.target.cls
     declared = [(key, value) for key, value in _FACTORY if key in ctx.target.kwargs or _declares(cls, key)]
     if not declared:
