@@ -160,7 +160,7 @@ def test_the_screens_in_the_docs_are_what_the_terminal_shows(root: Path, monkeyp
     screens = [found for page in PAGES for found in
                re.findall(r"<!-- screen: layercheck (.*?) \((\d+) columns\) -->\n```\n(.*?)```", page.read_text(),
                           flags=re.S)]
-    assert len(screens) == 3  # the README's, and the two of docs/reference/reports.md
+    assert len(screens) == 4  # the README's, the landing page's, and the two of docs/reference/reports.md
     for command, columns, shown in screens:
         result = CliRunner().invoke(app, command.split(), env={"COLUMNS": columns})
         assert result.exit_code in (0, 1), result.output
