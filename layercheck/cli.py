@@ -27,7 +27,7 @@ from typer.core import TyperGroup
 # them): --help, `layercheck checks` and usage errors answer at once.
 from layercheck import limits, listing, scaffold
 from layercheck._version import __version__
-from layercheck.errors import UsageError
+from layercheck.errors import SpecError, UsageError
 from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.layout import Layout
 from layercheck.reporting import console as console_report
@@ -435,6 +435,7 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
     its Triton kernels decorated for the interpreter as the run's import would (``interpret``)."""
     specs: list[TargetSpec] = []
     layer_targets = 0
+    problems: list[str] = []  # every spec's problems, said together (a folder's too)
     for text in targets:
         path = Path(text)
         if path.is_dir():
@@ -443,11 +444,11 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
                 raise UsageError(f"{text}: folder holds no spec files (*.yaml, *.yml with a layer: key)")
             if others and verbose:
                 _stderr().print(f"not specs (no layer: key), left out: {', '.join(map(str, others))}", markup=False)
-            specs.extend(load_spec(p) for p in found)
+            specs.extend(_checked_spec(p, problems) for p in found)
         elif is_spec_path(path):
             if not path.is_file():
                 raise UsageError(f"{text}: no such spec file")
-            specs.append(load_spec(path))
+            specs.append(_checked_spec(path, problems))
         else:
             layer_targets += 1
             if not any(spec.name is None for spec in inputs):
@@ -466,10 +467,27 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
                     pass  # import errors are the layer's: its run reports them (exit 1)
             specs.append(TargetSpec(layer=text, inputs=tuple(inputs), args=tuple(args), kwargs=dict(kwargs),
                                     constants=dict(constants)))
+    if problems:
+        raise SpecError("\n".join(problems))
     if (inputs or constants or args or kwargs) and not layer_targets:
         raise UsageError("--layout, --call-kwarg, --arg and --kwarg apply to layer targets (file.py[:Class], "
                          "module:Class), not to spec files")
     return specs
+
+
+def _checked_spec(path: Path, problems: list[str]) -> TargetSpec:
+    """The spec in ``path``, its layer checked from source (a file that is missing, a class it does
+    not define: the spec's mistake, exit 2); what is wrong goes into ``problems``."""
+    try:
+        spec = load_spec(path)
+        try:
+            check_reference(spec.layer, base_dir=spec.base_dir)
+        except UsageError as exc:
+            raise SpecError(f"{path}: layer: {exc}") from None
+    except SpecError as exc:
+        problems.append(str(exc))
+        return TargetSpec(layer="", inputs=())
+    return spec
 
 
 def _destinations(name: str | None, outputs: list[Path]) -> tuple[str, list[tuple[Path, str]]]:

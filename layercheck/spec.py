@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from layercheck.errors import LayoutError, SpecError, did_you_mean
+from layercheck.firsthour.specerrors import every_problem
 from layercheck.inputs import FLOATING as DTYPE_NAMES
 from layercheck.inputs import InputSpec, input_from_mapping
 from layercheck.layout import Layout
@@ -108,7 +109,7 @@ def load_spec(path: Path) -> TargetSpec:
         raise SpecError(f"{path}:{where}: YAML syntax error: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"{path}: YAML error: {exc}") from None
-    return parse_spec(data, source=path)
+    return every_problem(parse_spec, data, where=str(path), source=path)  # all of them, not the first only
 
 
 def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:

@@ -6,6 +6,7 @@ Where the user's code raised, in every report: the console, JSON, GitHub annotat
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,167 @@ def test_strict_passes_a_correct_instance(tmp_path: Path, monkeypatch: pytest.Mo
                                                      checks=["factory_kwargs"], strict=True).results
                   if r.check == "factory_kwargs"]
     assert factory.status == "passed"
+
+
+# -- a wrong gradient on one branch of a torch.where, on one half of a dimension -------------------
+
+
+def test_a_factor_on_one_branch_of_one_half_is_named_with_its_slab_condition_and_factor() -> None:
+    from conftest import run_zoo
+
+    run = run_zoo("gradients_glu_where_branch", only=("gradients",))
+    failed = {r.variant: r for r in run.results if r.check == "gradients" and r.status == "failed"}
+    message = failed["float64"].message
+    share = re.search(r"the gradient is 2 × what finite differences give on the (\d+\.\d\d)% of its elements at "
+                      r"indices 16\.\.31 of dimension 1 where the value is negative, and agrees on the others", message)
+    assert share is not None, message
+    assert 20 <= float(share[1]) <= 30  # the gate half's negative gates: about a quarter of the elements
+    assert "a factor 2 missing or extra in the derivative on one branch only" in message
+    assert "confined to values in" not in message  # the vague range it said before
+
+
+def test_a_factor_over_the_whole_tensor_is_still_said_of_the_whole_tensor() -> None:
+    from conftest import run_zoo
+
+    run = run_zoo("gradients_batch_mean", only=("gradients",))
+    (failed,) = [r for r in run.results if r.check == "gradients" and r.status == "failed"]
+    assert "0.125 × what finite differences give, over all 3 elements" in failed.message
+    assert "of its elements at indices" not in failed.message
+
+
+# -- fix hints chosen by the mechanism measured ------------------------------------------------------
+
+
+def _message(zoo: str, check: str) -> str:
+    from conftest import run_zoo
+
+    (failed,) = [r for r in run_zoo(zoo, only=(check,)).results if r.check == check and r.status == "failed"]
+    return failed.message
+
+
+def test_a_mask_reduced_over_the_batch_gets_the_mask_fix() -> None:
+    message = _message("observations_mask_any_over_batch", "observations")
+    fix = message[message.index("Fix:"):]
+    assert "the layer combines that mask across the batch (mask.any(0)" in message
+    assert fix.startswith("Fix: reduce a mask over its own observation's dimensions only")
+    assert "running statistics" not in message and "squeeze" not in message
+
+
+def test_values_mixed_across_the_batch_without_a_mask_get_the_reduction_fix() -> None:
+    message = _message("observations_mask_leaks", "observations")  # a softmax over the whole batch
+    assert "something reduces over the batch dimension" in message and "squeeze" not in message
+
+
+def test_a_squeeze_that_drops_a_batch_of_one_gets_the_squeeze_fix_first() -> None:
+    message = _message("observations_squeeze", "observations")
+    assert message[message.index("Fix:"):].startswith("Fix: squeeze named dimensions only (x.squeeze(-1)")
+    assert "running statistics" not in message
+
+
+def test_a_float_mask_where_the_layer_wants_bool_gets_declare_dtype_bool(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "masked.py").write_text("from torch import nn\n\n\nclass Masked(nn.Module):\n"
+                                        "    def forward(self, x, mask):\n        return x.masked_fill(~mask, 0.0)\n")
+    code, out = invoke("masked.py", "--layout", "8,10:BT", "--layout", "8,10:BT", "--check", "predict_runs",
+                       "--format", "json")
+    (run,) = json.loads(out)["runs"]
+    (failed,) = [r for r in run["results"] if r["check"] == "predict_runs"]
+    assert code == 1 and failed["status"] == "failed"
+    assert "Fix: declare the mask's dtype, --layout '8,10:BT dtype=bool'" in failed["message"]
+    assert "take the layouts' inputs" not in failed["message"]  # the generic fix it gave before
+
+
+def test_a_layer_writing_into_its_input_fails_input_unchanged_and_not_copy() -> None:
+    from conftest import run_zoo
+
+    run = run_zoo("input_unchanged_scales_input_in_place", only=("copy", "input_unchanged"))
+    verdicts = {r.check: r.status for r in run.results}
+    assert verdicts["input_unchanged"] == "failed" and verdicts["copy"] == "passed"
+
+
+# -- CI: Markdown failures first and compact, JUnit's inputs with their qualifiers ----------------------
+
+
+def test_junit_inputs_keep_their_qualifiers(layers: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    (layers / "where.py").write_text("import torch\nfrom torch import nn\n\n\nclass Where(nn.Module):\n"
+                                     "    def forward(self, mask, x):\n        return torch.where(mask, x, 0.0)\n")
+    code, out = invoke("where.py", "--layout", "4,10:BT dtype=bool", "--layout", "4,10:BT",
+                       "--check", "signatures", "--format", "junit")
+    assert code == 0, out
+    (suite,) = ET.fromstring(out).iter("testsuite")
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["inputs"] == "4,10:BT dtype=bool; 4,10:BT"
+
+
+def test_markdown_lists_failures_first_and_a_row_per_passing_layer() -> None:
+    from layercheck.result import CheckResult, Report, RunReport, Status
+
+    def run(name: str, status: Status) -> RunReport:
+        results = [CheckResult("signatures", "", Status.PASSED, 0.01, "1 input(s) accepted by forward " * 3),
+                   CheckResult("gradients", "float64", status, 0.2, "wrong gradient of input 0 " * 20,
+                               details={"reproduce": f"layercheck run {name} --check gradients"})]
+        return RunReport(target=name, kind="module", inputs=[{"size": [4, 3], "format": "BC"}], seed=0, seconds=0.3,
+                         results=results)
+
+    runs = [run(f"layers/l{i:03}.py", Status.FAILED if i == 57 else Status.PASSED) for i in range(100)]
+    text = Report(runs=runs, environment={}, version="0", seconds=1.0).render("markdown")
+    headings = [line for line in text.splitlines() if line.startswith("### ")]
+    assert headings == ["### ❌ `layers/l057.py`: failed", "### ✅ 99 passed"]
+    rows = [line for line in text.split(headings[1])[1].splitlines() if line.startswith("| `layers/")]
+    assert len(rows) == 99 and rows[0].startswith("| `layers/l000.py` | 2 passed |")
+    assert "wrong gradient of input 0" not in text.split(headings[1])[1]  # passing layers' messages left out
+    assert len(text.encode()) < 12_000  # was 50 KB: every passing layer's checks, folded, with their messages
+
+
+# -- one exit status per kind of mistake; every spec problem in one pass ----------------------------------
+
+
+def usage_lines(*args: str) -> list[str]:
+    result = cli.invoke(app, ["run", *args], env={"COLUMNS": "100"})
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    return result.stderr.strip().splitlines()
+
+
+def test_a_spec_whose_layer_file_is_missing_is_a_usage_error(layers: Path) -> None:
+    (layers / "missing.yaml").write_text("layer: nosuch.py:Layer\ninputs:\n  - layout: 8,16:BC\n")
+    (layers / "typo.yaml").write_text("layer: forward.py:Brokn\ninputs:\n  - layout: 8,16:BC\n")
+    lines = usage_lines("missing.yaml", "typo.yaml")  # both, in one pass
+    assert lines == [f"layercheck: error: missing.yaml: layer: nosuch.py:Layer: no such file {layers / 'nosuch.py'}",
+                     "typo.yaml: layer: forward.py:Brokn: no 'Brokn' in forward.py; did you mean 'Broken'? "
+                     "(layers there: Broken)"]
+
+
+def test_an_unknown_constructor_keyword_is_a_usage_error_with_did_you_mean(layers: Path) -> None:
+    (layers / "kw.py").write_text("from torch import nn\n\n\nclass Scale(nn.Module):\n"
+                                  "    def __init__(self, factor=2.0):\n        super().__init__()\n"
+                                  "        self.factor = factor\n\n    def forward(self, x):\n"
+                                  "        return x * self.factor\n")
+    lines = usage_lines("kw.py", "--layout", "4,3:BC", "--kwarg", "facter=3")
+    assert lines[-1].endswith("Scale() takes no keyword argument 'facter'; did you mean 'factor'? (its keywords: "
+                              "factor)")
+    assert usage_lines("kw.py", "--layout", "4,3:BC", "--kwarg", "facter=3", "--no-isolate") == lines
+    (layers / "kw.yaml").write_text("layer: kw.py:Scale\nkwargs: {facter: 3}\ninputs:\n  - layout: 4,3:BC\n")
+    assert usage_lines("kw.yaml")[-1].startswith("layercheck: error: kw.yaml: args and kwargs: Scale() "
+                                                 "takes no keyword argument 'facter'; did you mean 'factor'?")
+
+    import layercheck
+    from layercheck.loading import resolve
+
+    scale = resolve("kw.py:Scale", base_dir=layers)
+    with pytest.raises(layercheck.UsageError, match="did you mean 'factor'"):
+        layercheck.check_layer(scale, "4,3:BC", kwargs={"facter": 3})
+
+
+def test_every_problem_of_a_spec_is_said_in_one_pass(layers: Path) -> None:
+    (layers / "two.yaml").write_text("layer: forward.py:Broken\nsed: 3\ninputs:\n  - layout: 8,16,4:BCC\n"
+                                     "  - layout: 8,16:BC\nchecks:\n  skp: [device]\n")
+    assert usage_lines("two.yaml") == [
+        "layercheck: error: two.yaml: sed: unknown key; did you mean 'seed'? (keys: "
+        + ", ".join(__import__("layercheck.spec", fromlist=["_KEYS"])._KEYS) + ")",
+        'two.yaml: inputs[0].layout: "8,16,4:BCC": 2 C labels, at most one allowed',
+        "two.yaml: checks.skp: unknown key; did you mean 'skip'? (keys: skip, enable)",
+    ]

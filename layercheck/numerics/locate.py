@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from layercheck import limits
+from layercheck.firsthour.subsets import factor_on_part
 from layercheck.numerics.engine import (
     DifferentiableFunction,
     FiniteDifferences,
@@ -254,6 +255,8 @@ def diagnose(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torc
         elif len(wrong) < LOCATED_TENSORS:
             finding = Finding(name, verdict)
             pattern = None if _late(stop_at, finding) else explain(fd, grads, slot, tolerance, step, sizes)
+            if pattern is None and not finding.cut_short:  # a constant factor on part of it: a branch, a half
+                pattern = factor_on_part(fd, grads, slot, tolerance, step)
             # A pattern over the whole tensor needs no narrowing down.
             if pattern is None and not finding.cut_short:
                 finding = locate(fd, grads, slot, tolerance, verdict, stop_at=stop_at)
