@@ -68,7 +68,7 @@ def check_layer(
     under Triton's interpreter, on CPU tensors (``--interpret``); by default (None) they do where
     Triton is imported and there is no GPU, and ``False`` leaves them compiled; ``interpret_sizes``
     ``"full"`` checks interpreted kernels at the layouts given, not reduced ones
-    (``--interpret-sizes``; Note [interpreted sizes]). Invalid arguments raise ``TypeError`` or a ``UsageError``
+    (``--interpret-sizes``). Invalid arguments raise ``TypeError`` or a ``UsageError``
     (a ``ValueError``) before anything runs; a layer that cannot be constructed gives a
     report whose run has an ``error``.
     """

@@ -28,6 +28,7 @@ from typer.core import TyperGroup
 from layercheck import limits, listing, scaffold
 from layercheck._version import __version__
 from layercheck.errors import SpecError, UsageError
+from layercheck.firsthour.output import report_stream
 from layercheck.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.layout import Layout
 from layercheck.reporting import console as console_report
@@ -228,7 +229,7 @@ def run(
         everything, plans = len(plans), part.select(plans)
         if not plans:
             _stderr().print(f"shard {part} holds none of the {everything} target{'s' * (everything != 1)}: nothing checked", markup=False)
-    out = Console(highlight=False, soft_wrap=False)
+    out = Console(file=report_stream(), highlight=False, soft_wrap=False)  # no padding in a pipe
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
         if no_isolate:
             from layercheck import runner
@@ -258,7 +259,8 @@ def report_command(
     fmt, files = _destinations(format, output or [])
     for destination, _ in files:
         check_destination(destination)
-    _emit(read_report(path), fmt, files, Console(highlight=False, soft_wrap=False), quiet=False, verbose=verbose)
+    _emit(read_report(path), fmt, files, Console(file=report_stream(), highlight=False, soft_wrap=False), quiet=False,
+          verbose=verbose)
 
 
 def read_report(path: Path) -> Report:
@@ -287,7 +289,7 @@ def checks_command(
     """List the checks: id, whether it runs by default, what it checks (and the MATLAB
     counterpart, on a wide terminal). With an ID: that check's documentation, MATLAB
     counterpart, variants, prerequisites and tolerances."""
-    out = Console(highlight=False)
+    out = Console(file=report_stream(), highlight=False)  # no padding in a pipe
     if check_id is not None:
         page = listing.page(check_id)  # from the check's source: no torch (a typo answers at once)
         info = page.entry

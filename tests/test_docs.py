@@ -276,7 +276,7 @@ def test_every_note_the_docs_and_the_code_name_is_one_the_notes_page_holds(root:
             named.setdefault(" ".join(title.replace("#", " ").split()), set()).add(path.name)
     named.pop("...", None)  # the convention written out with "..." for a name, not a note
     assert set(named) <= defined, {t: named[t] for t in set(named) - defined}
-    page = _pages()["explanation/generated/notes.md"]
+    page = _pages()["generated/notes.md"]
     assert all(f"## {title}\n" in page for title in defined)
     # and a page that says which file holds a note names the file that does
     where = {title: place.split(":")[0] for title, place, _ in _generator().notes()}

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from layercheck.cli import app
 
+from conftest import ROOT, run_zoo
+
 cli = CliRunner()
 
 # A constructor that raises inside a helper it calls (line 7), and a forward that raises (line 12).
@@ -145,8 +147,6 @@ def test_report_status_is_the_verdict_of_the_whole_report(layers: Path, monkeypa
 def _api_page() -> str:
     import sys
 
-    from conftest import ROOT
-
     sys.path.insert(0, str(ROOT / "docs" / "_ext"))
     try:
         import layercheck_docs
@@ -212,8 +212,6 @@ def test_strict_passes_a_correct_instance(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_a_factor_on_one_branch_of_one_half_is_named_with_its_slab_condition_and_factor() -> None:
-    from conftest import run_zoo
-
     run = run_zoo("gradients_glu_where_branch", only=("gradients",))
     failed = {r.variant: r for r in run.results if r.check == "gradients" and r.status == "failed"}
     message = failed["float64"].message
@@ -226,8 +224,6 @@ def test_a_factor_on_one_branch_of_one_half_is_named_with_its_slab_condition_and
 
 
 def test_a_factor_over_the_whole_tensor_is_still_said_of_the_whole_tensor() -> None:
-    from conftest import run_zoo
-
     run = run_zoo("gradients_batch_mean", only=("gradients",))
     (failed,) = [r for r in run.results if r.check == "gradients" and r.status == "failed"]
     assert "0.125 × what finite differences give, over all 3 elements" in failed.message
@@ -238,8 +234,6 @@ def test_a_factor_over_the_whole_tensor_is_still_said_of_the_whole_tensor() -> N
 
 
 def _message(zoo: str, check: str) -> str:
-    from conftest import run_zoo
-
     (failed,) = [r for r in run_zoo(zoo, only=(check,)).results if r.check == check and r.status == "failed"]
     return failed.message
 
@@ -278,8 +272,6 @@ def test_a_float_mask_where_the_layer_wants_bool_gets_declare_dtype_bool(tmp_pat
 
 
 def test_a_layer_writing_into_its_input_fails_input_unchanged_and_not_copy() -> None:
-    from conftest import run_zoo
-
     run = run_zoo("input_unchanged_scales_input_in_place", only=("copy", "input_unchanged"))
     verdicts = {r.check: r.status for r in run.results}
     assert verdicts["input_unchanged"] == "failed" and verdicts["copy"] == "passed"
@@ -370,3 +362,62 @@ def test_every_problem_of_a_spec_is_said_in_one_pass(layers: Path) -> None:
         'two.yaml: inputs[0].layout: "8,16,4:BCC": 2 C labels, at most one allowed',
         "two.yaml: checks.skp: unknown key; did you mean 'skip'? (keys: skip, enable)",
     ]
+
+
+# -- smaller: the spec schema as a table, no padding, no internal names, the warm-up apart ---------------
+
+
+def test_the_spec_schema_page_has_a_row_per_key_with_type_default_and_example() -> None:
+    from layercheck.inputs import _INPUT_KEYS
+    from layercheck.spec import _KEYS
+
+    text = (ROOT / "docs" / "reference" / "spec-schema.md").read_text()
+    keys, inputs = text.split("## The keys")[1].split("### An input")
+    header = "| key | type | default | example | what it is |"
+    for table, expected in ((keys, _KEYS), (inputs, _INPUT_KEYS)):
+        assert header in table
+        rows = re.findall(r"^\| `(\w+)` \|([^|]+)\|([^|]+)\|([^|]+)\|([^|]+)\|$", table, flags=re.M)
+        assert [row[0] for row in rows] == list(expected)
+        assert all(cell.strip() for row in rows for cell in row)
+    assert '"Inputs" above' not in text
+
+
+def test_piped_output_has_no_trailing_spaces(layers: Path) -> None:
+    code, out = invoke("forward.py", "--layout", "8,16:BC")
+    assert code == 1 and "forward raised RuntimeError" in out
+    padded = [line for line in out.splitlines() if line != line.rstrip()]
+    assert padded == []
+
+
+def test_user_pages_and_check_pages_name_no_internal_file_or_note() -> None:
+    user_pages = [ROOT / "README.md", ROOT / "docs" / "index.md", ROOT / "docs" / "install.md",
+                  ROOT / "docs" / "tutorial.md", *sorted((ROOT / "docs" / "howto").glob("*.md")),
+                  *sorted((ROOT / "docs" / "reference").glob("*.md"))]
+    internal = re.compile(r"Note \[|\b(building|subject|runner|engine|locate|calibration|triton_interpret)\.py\b")
+    for page in user_pages:
+        assert not internal.search(page.read_text()), page.name
+    from typer.testing import CliRunner
+
+    for check_id in ("gradients", "gradgrad", "forward_ad", "observations"):
+        text = CliRunner().invoke(app, ["checks", check_id]).stdout
+        assert not internal.search(text) and "numerics/" not in text, check_id
+
+
+def test_the_notes_page_is_under_contributing() -> None:
+    contributing = (ROOT / "docs" / "contributing.md").read_text()
+    assert "generated/notes" in contributing.split("```{toctree}")[1]
+    assert "generated/notes" not in (ROOT / "docs" / "explanation" / "index.md").read_text()
+
+
+def test_a_run_of_several_targets_reports_the_start_up_apart(layers: Path) -> None:
+    for name in ("one", "two"):
+        (layers / f"{name}.yaml").write_text("layer: torch.nn:Tanh\ninputs:\n  - layout: 4,3:BC\n")
+    result = cli.invoke(app, ["run", "one.yaml", "two.yaml", "--check", "predict_runs", "--format", "json"])
+    report = json.loads(result.stdout)
+    startup = report["environment"]["startup_seconds"]
+    first, second = (run["seconds"] for run in report["runs"])
+    assert startup > 0 and first + second + startup <= report["summary"]["seconds"] + 1e-3
+    text = cli.invoke(app, ["run", "one.yaml", "two.yaml", "--check", "predict_runs"]).stdout
+    assert re.search(r"^start-up \d+\.\ds \(Python, torch and the checks imported once", text, flags=re.M)
+    alone = cli.invoke(app, ["run", "one.yaml", "--check", "predict_runs", "--format", "json"]).stdout
+    assert "startup_seconds" not in json.loads(alone)["environment"]  # one target: its time is the run's

@@ -8,7 +8,7 @@
 - ``reference/checks/generated/index.md``: the catalogue, in ``layercheck checks``'s order.
 - ``reference/generated/api.md``: the Python API, ``layercheck.__all__`` and the check SDK's stable
   names (``layercheck.sdk.STABLE``), each documented from its docstring by autodoc; nothing else.
-- ``explanation/generated/notes.md``: the ``# Note [...]`` comments of layercheck's source, where
+- ``generated/notes.md`` (under Contributing): the ``# Note [...]`` comments of layercheck's source, where
   the full argument for each rule of the gradient check and the other checks is written.
 
 ``pages()`` needs no Sphinx: ``tests/test_docs.py`` calls it. The Sphinx extension writes the
@@ -170,8 +170,8 @@ def notes_page() -> str:
         "The full argument for the rules the pages above state, as written beside the code that "
         "applies them: every `# Note [...]` comment of layercheck's source, gathered when the docs "
         "are built. They are written for whoever changes that code, and cited by name in "
-        "[how the gradient check works](../gradient-check.md) and "
-        "[how false alarms are avoided](../false-alarms.md).\n",
+        "[how the gradient check works](../explanation/gradient-check.md) and "
+        "[how false alarms are avoided](../explanation/false-alarms.md).\n",
     ]
     for title, where, body in notes():
         parts += [f"## {title}\n", f"`{where}`\n", body.replace("*", "\\*") + "\n"]
@@ -254,7 +254,7 @@ def pages() -> dict[str, str]:
     with mock.patch.object(listing, "entries", lambda: catalogue):
         found = {"reference/generated/cli.md": cli_page(), "reference/generated/api.md": api_page(),
                  "reference/checks/generated/index.md": checks_index(),
-                 "explanation/generated/notes.md": notes_page()}
+                 "generated/notes.md": notes_page()}
         for e in catalogue:
             found[f"reference/checks/generated/{e.id}.md"] = check_page(e.id, e.title)
     return found
@@ -263,7 +263,7 @@ def pages() -> dict[str, str]:
 def write_pages(root: Path = DOCS) -> None:
     """Write the generated pages under ``root``; leave unchanged ones alone and remove stale ones."""
     wanted = pages()
-    for folder in ("reference/generated", "reference/checks/generated", "explanation/generated"):
+    for folder in ("reference/generated", "reference/checks/generated", "explanation/generated", "generated"):
         for old in (root / folder).glob("*.md"):
             if str(old.relative_to(root)) not in wanted:
                 old.unlink()

@@ -245,6 +245,10 @@ def print_report(report: Report, console: Console, *, verbose: bool = False, qui
     if effects is not None:
         console.print(effects, soft_wrap=True)
     print_failures(report, console, verbose=verbose)
+    startup = report.environment.get("startup_seconds")
+    if startup is not None and not quiet:  # a run of several targets: not in the first one's time
+        console.print(Text(f"start-up {float(startup):.1f}s (Python, torch and the checks imported once, before the "
+                           "first target; in no target's time)", style="dim"))
     style = "green" if report.passed else "red"
     console.print(Text(summary_line(report), style=f"bold {style}"))
 
@@ -253,7 +257,7 @@ def render_text(report: Report, *, width: int = 120, verbose: bool = False) -> s
     """The terminal report as plain text (no colour)."""
     buffer = io.StringIO()
     print_report(report, Console(file=buffer, width=width, color_system=None, force_terminal=False), verbose=verbose)
-    return buffer.getvalue()
+    return "".join(line.rstrip(" ") + "\n" for line in buffer.getvalue().splitlines())  # no padding in a file
 
 
 @reporter("table", title="the terminal's tables as plain text, whole messages and tracebacks", suffix=".txt")
