@@ -479,16 +479,21 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
 
 def _checked_spec(path: Path, problems: list[str]) -> TargetSpec:
     """The spec in ``path``, its layer checked from source (a file that is missing, a class it does
-    not define: the spec's mistake, exit 2); what is wrong goes into ``problems``."""
+    not define: the spec's mistake, exit 2) and its check ids; what is wrong goes into ``problems``."""
     try:
         spec = load_spec(path)
-        try:
-            check_reference(spec.layer, base_dir=spec.base_dir)
-        except UsageError as exc:
-            raise SpecError(f"{path}: layer: {exc}") from None
     except SpecError as exc:
         problems.append(str(exc))
         return TargetSpec(layer="", inputs=())
+    try:
+        check_reference(spec.layer, base_dir=spec.base_dir)
+    except UsageError as exc:
+        problems.append(f"{path}: layer: {exc}")
+    for key, selectors in (("skip", spec.skip), ("enable", spec.enable)):
+        try:  # as run checks them once every spec is read: here, said with the spec's other problems
+            listing.check_selectors(selectors, f"{spec.name}: checks: {key}:")
+        except UsageError as exc:
+            problems.append(str(exc))
     return spec
 
 

@@ -54,9 +54,10 @@ def parts(value: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:
 
 
 def factor_on_part(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.Tensor | None], slot: int,
-                   tolerance: float, step: float) -> str | None:
+                   tolerance: float, step: float) -> tuple[str, torch.Tensor] | None:
     """A sentence saying on which part of ``fd.fn.names[slot]`` the gradient is off by which
-    constant factor (and that it agrees elsewhere), or None when no part explains it."""
+    constant factor (and that it agrees elsewhere), and that part (a mask of the tensor's
+    elements); None when no part explains it."""
     grad = grads[slot]
     if grad is None:
         return None
@@ -82,7 +83,7 @@ def factor_on_part(fd: FiniteDifferences[DifferentiableFunction], grads: Sequenc
         if all(fd.compare(probe, candidate, tolerance).agrees for probe in probes):
             share = float(mask.double().mean())
             return (f"the gradient is {factor:.4g} × what finite differences give on the {share:.2%} of its elements "
-                    f"{words}, and agrees on the others ({_why(factor)})")
+                    f"{words}, and agrees on the others ({_why(factor)})", mask)
     return None
 
 
