@@ -53,3 +53,9 @@ def __getattr__(name: str) -> object:
 
         return getattr(api, name)
     raise AttributeError(f"module 'layercheck' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The public names only: not ``annotations`` or ``TYPE_CHECKING``, nor the submodules that
+    # importing these names made attributes of the package (``layercheck.result``, ...).
+    return sorted(__all__)

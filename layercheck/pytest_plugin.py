@@ -96,6 +96,7 @@ class SpecFile(pytest.File):
         self.checks: Checks | None = None
         self.load_error: str | None = None  # the layer could not be imported: the file's one item says why
         self.target_run: TargetRun | None = None  # set while the file's items run (setup to teardown)
+        self.build_error: str | None = None  # the layer could not be built: its first item errors with it
         self._interpret: str | None = None  # TRITON_INTERPRET before setup, put back at teardown
 
     def collect(self) -> Any:
@@ -143,8 +144,19 @@ class SpecFile(pytest.File):
                                       tolerances=self.checks.tolerances)
         error = target_run.start()
         if error is not None:
-            pytest.fail(f"the layer could not be checked: {error}", pytrace=False)
+            # Not raised here: pytest would repeat it as the error of every item of the file. The
+            # first item errors with it, and where the user's code raised; the others are skipped.
+            from layercheck.firsthour.traces import trace_text
+
+            trace = trace_text(target_run.raised)
+            self.build_error = f"the layer could not be checked: {error}" + (f"\n\n{trace}" if trace else "")
+            return
         self.target_run = target_run
+
+    def first_selected(self) -> pytest.Item | None:
+        """This file's first item of the session (after -k and -m): the one that reports an error
+        of the whole file. The same in every xdist worker, whichever items each one runs."""
+        return next((item for item in self.session.items if item.parent is self), None)
 
     def _options(self) -> Options:
         from layercheck.parent.plan import Options
@@ -155,6 +167,7 @@ class SpecFile(pytest.File):
         from layercheck.target import prepare
 
         self.target_run = None  # the layer, its inputs and the shared runs go with it
+        self.build_error = None
         prepare.put_back_interpreter(self._interpret)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
@@ -184,6 +197,11 @@ class CheckItem(pytest.Item):
         settled here too, a failure in runtest."""
         from layercheck.parent.result import Status
 
+        if self.parent.build_error is not None:  # once per file, not once per check
+            first = self.parent.first_selected()
+            if first is None or first is self:
+                pytest.fail(self.parent.build_error, pytrace=False)
+            _skip(f"the layer could not be built (the error is reported once, at {first.nodeid})")
         assert self.parent.target_run is not None  # the file's setup ran, or raised
         result = self._result = self.parent.target_run.result(self.info, self.variant)
         if result.status is Status.SKIPPED:

@@ -156,10 +156,23 @@ def test_constructor_arguments_on_the_command_line() -> None:
 
 
 def test_constructor_that_raises_is_a_run_error_exit_1() -> None:
-    result = invoke("run", "torch.nn:Linear", "--layout", "4,5:BC", "-f", "json")
+    result = invoke("run", "torch.nn:Linear", "--layout", "4,5:BC", "--arg=-1", "--arg", "2", "-f", "json")
     assert result.exit_code == 1
     run = json.loads(result.stdout)["runs"][0]
-    assert run["status"] == "error" and "constructing Linear() raised TypeError" in run["error"]
+    assert run["status"] == "error" and "constructing Linear(-1, 2) raised RuntimeError" in run["error"]
+
+
+def test_constructor_arguments_that_do_not_fit_are_a_usage_error_exit_2() -> None:
+    """Missing, or a keyword the constructor does not take: the command line's mistake, said
+    before anything is built (it was exit 1, 'constructing Linear() raised TypeError')."""
+    result = invoke("run", "torch.nn:Linear", "--layout", "4,5:BC")
+    assert result.exit_code == 2 and "missing a required argument: 'in_features'" in result.stderr
+    result = invoke("run", "torch.nn:Linear", "--layout", "4,5:BC", "--arg", "5", "--arg", "2", "--kwarg", "bais=false")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "layercheck: error: the constructor arguments (--arg and --kwarg; check_layer's args and kwargs): Linear() "
+        "takes no keyword argument 'bais'; did you mean 'bias'? (its keywords: in_features, out_features, bias, "
+        "device, dtype)"]
 
 
 def test_checks_lists_the_catalogue_and_documents_one() -> None:

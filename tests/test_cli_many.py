@@ -24,6 +24,16 @@ class Layer(nn.Module):
         return x if self.training else x.mean(dim=7)
 '''
 
+RAISES_ON_IMPORT = '''
+from torch import nn
+
+class Layer(nn.Module):
+    def forward(self, x):
+        return x
+
+raise ImportError("this layer needs a package that is not installed")
+'''
+
 DIES = '''
 import os
 from torch import nn
@@ -38,8 +48,9 @@ class Layer(nn.Module):
 
 @pytest.fixture
 def specs(tmp_path: Path) -> dict[str, Path]:
-    """The bundled layers at small layouts, a broken layer, and a spec whose layer file is missing."""
+    """The bundled layers at small layouts, a broken layer, and a spec whose layer cannot be imported."""
     (tmp_path / "broken.py").write_text(BROKEN)
+    (tmp_path / "unimportable.py").write_text(RAISES_ON_IMPORT)
     small = "4,3,5:BCU"
     return {
         "prelu": write_spec(tmp_path, "prelu.yaml", f"{LAYERS / 'prelu.py'}:PReLU", small),
@@ -47,7 +58,7 @@ def specs(tmp_path: Path) -> dict[str, Path]:
         "function": write_spec(tmp_path, "function.yaml", f"{LAYERS / 'srelu_function.py'}:SReLUFunction",
                                small, *["1,3,1:UCU"] * 4),
         "broken": write_spec(tmp_path, "broken.yaml", "broken.py:Layer", small),
-        "missing": write_spec(tmp_path, "missing.yaml", "no_such_layer.py:Layer", small),
+        "missing": write_spec(tmp_path, "missing.yaml", "unimportable.py:Layer", small),
     }
 
 
@@ -62,13 +73,13 @@ def verdicts(data: dict[str, Any]) -> list[tuple[str, str, list[tuple[str, str, 
             for run in data["runs"]]
 
 
-def test_a_missing_layer_file_is_an_error_run_and_the_others_still_run(specs: dict[str, Path]) -> None:
+def test_a_layer_that_cannot_be_imported_is_an_error_run_and_the_others_still_run(specs: dict[str, Path]) -> None:
     code, data = run_json(str(specs["prelu"]), str(specs["missing"]))
     assert code == 1
     good, missing = data["runs"]
     assert good["target"] == str(specs["prelu"]) and good["status"] == "passed" and good["results"]
     assert missing["target"] == str(specs["missing"]) and missing["status"] == "error"
-    assert missing["error"].startswith("layer: no_such_layer.py:Layer: no such file")
+    assert missing["error"].startswith("layer: unimportable.py:Layer: importing unimportable.py raised ImportError")
     assert missing["results"] == []
     assert data["summary"]["passed"] == good["summary"]["passed"] > 0
 

@@ -138,7 +138,7 @@ class _KwargsRefused(nn.Module):
     (nn.GELU, ["4,3:BC"], "the constructor of GELU accepts neither device= nor dtype="),
     (_KwargsRefused, ["4,3:BC"], "the constructor of _KwargsRefused names neither device= nor dtype= (it takes "
                                  "**kwargs, which need not be factory keywords"),
-    (nn.Linear(3, 3), ["4,3:BC"], "an instance was given"),
+    (nn.Linear(3, 3), ["4,3:BC"], "does not apply to an instance"),
 ])
 def test_factory_kwargs_is_skipped_with_the_reason(layer: type | nn.Module, layouts: list[str], reason: str) -> None:
     found = outcome(layer, "factory_kwargs", *layouts)

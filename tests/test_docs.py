@@ -160,7 +160,7 @@ def test_the_screens_in_the_docs_are_what_the_terminal_shows(root: Path, monkeyp
     screens = [found for page in PAGES for found in
                re.findall(r"<!-- screen: layercheck (.*?) \((\d+) columns\) -->\n```\n(.*?)```", page.read_text(),
                           flags=re.S)]
-    assert len(screens) == 3  # the README's, and the two of docs/reference/reports.md
+    assert len(screens) == 4  # the README's, the landing page's, and the two of docs/reference/reports.md
     for command, columns, shown in screens:
         result = CliRunner().invoke(app, command.split(), env={"COLUMNS": columns})
         assert result.exit_code in (0, 1), result.output
@@ -276,7 +276,7 @@ def test_every_note_the_docs_and_the_code_name_is_one_the_notes_page_holds(root:
             named.setdefault(" ".join(title.replace("#", " ").split()), set()).add(path.name)
     named.pop("...", None)  # the convention written out with "..." for a name, not a note
     assert set(named) <= defined, {t: named[t] for t in set(named) - defined}
-    page = _pages()["explanation/generated/notes.md"]
+    page = _pages()["generated/notes.md"]
     assert all(f"## {title}\n" in page for title in defined)
     # and a page that says which file holds a note names the file that does
     where = {title: place.split(":")[0] for title, place, _ in _generator().notes()}

@@ -165,15 +165,12 @@ def test_one_layout_for_a_two_input_layer_fails_signatures_only_and_says_how_to_
 
 
 def test_a_constructor_without_its_arguments_is_counted_and_hints_at_arg_and_kwarg(tmp_path: Path) -> None:
-    out = tmp_path / "r.json"
-    result = cli.invoke(app, ["run", "torch.nn:Conv2d", "--layout", "2,3,16,16:BCSS", "-o", str(out)],
+    """The command line's mistake (issue 51: exit 2 before anything is built, not an error run)."""
+    result = cli.invoke(app, ["run", "torch.nn:Conv2d", "--layout", "2,3,16,16:BCSS", "-o", str(tmp_path / "r.json")],
                         env={"COLUMNS": "200"})
-    assert result.exit_code == 1
-    text = " ".join(result.stdout.split())  # the message wraps at the terminal's width
-    assert "missing 3 required positional arguments" in text and "--arg VALUE and --kwarg" in text
-    assert "0 passed, 0 failed, 0 skipped, 1 error in" in result.stdout
-    data = json.loads(out.read_text())
-    assert data["summary"]["error"] == 1 and "args: [...]" in data["runs"][0]["error"]
+    assert result.exit_code == 2 and not (tmp_path / "r.json").exists()
+    assert "missing a required argument: 'in_channels'" in result.stderr
+    assert "the constructor arguments (--arg and --kwarg; check_layer's args and kwargs)" in result.stderr
 
 
 def test_a_mistyped_spec_key_gets_a_did_you_mean(tmp_path: Path) -> None:

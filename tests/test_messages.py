@@ -75,7 +75,9 @@ def test_a_batch_leak_names_the_batch_and_the_observation_alone() -> None:
     assert "the observation alone " in message and ", the batch of 4 " in message
     assert "rounding floor" not in message and "spread" not in message  # internals are details
     assert "got " not in message and "expected " not in message
-    ends_with_the_fix(message, "observations")
+    # the fix for what was measured (values mixed across the batch, no mask), not the docstring's list
+    assert message.endswith("Fix: reduce over each observation's own dimensions only, and in eval mode normalise with "
+                            "running statistics (more: layercheck checks observations)."), message
 
 
 def test_the_rounding_floor_and_its_source_are_details_shown_under_verbose() -> None:

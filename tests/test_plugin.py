@@ -262,14 +262,21 @@ def test_a_spec_named_on_the_command_line_is_collected_whatever_its_name(pyteste
     assert pytester.runpytest("specs/settings.yaml", "--collect-only", "-q").ret != pytest.ExitCode.OK
 
 
-def test_a_layer_that_cannot_be_constructed_errors_every_item(pytester: pytest.Pytester) -> None:
+def test_a_layer_that_cannot_be_constructed_is_one_error_naming_its_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(cannot=CANNOT_CONSTRUCT)
     path = pytester.makefile(".yaml", layercheck_cannot=spec_text("cannot.py:Layer"))
     result = pytester.runpytest("-rE")
-    result.assert_outcomes(errors=len(planned_names(path)))
+    result.assert_outcomes(errors=1, skipped=len(planned_names(path)) - 1)  # once per target, not per check
     reason = "the layer could not be checked: constructing Layer() raised ValueError: no weights file"
-    assert result.stdout.lines.count(reason) == len(planned_names(path))
+    assert result.stdout.lines.count(reason) == 1
+    result.stdout.fnmatch_lines([reason, "", '  File "cannot.py", line 5, in __init__',
+                                 '    raise ValueError("no weights file")'], consecutive=True)
     result.stdout.fnmatch_lines(["ERROR layercheck_cannot.yaml::signatures - Failed: the layer could*"])
+    # With -k, the first item selected reports it.
+    selected = pytester.runpytest("-k", "gradients", "-rEs")
+    selected.assert_outcomes(errors=1, skipped=1)
+    selected.stdout.fnmatch_lines(["ERROR layercheck_cannot.yaml::gradients[[]float64[]] - Failed: the layer*"])
+    selected.stdout.fnmatch_lines(["SKIPPED*reported once, at layercheck_cannot.yaml::gradients[[]float64[]]*"])
 
 
 @pytest.mark.slow

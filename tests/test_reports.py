@@ -134,10 +134,10 @@ def test_markdown_puts_failures_first_and_escapes_table_cells(report: Report) ->
     assert lines[0] == "## ❌ layercheck failed: 1 of 4 layers valid"
     assert report.render("table").splitlines()[-1] in text  # the same summary line as the terminal
     headings = [line for line in lines if line.startswith("### ")]
-    assert [h.split("`")[1].rsplit("/", 1)[-1] for h in headings] == ["good.yaml", "broken.yaml", "hangs.yaml",
-                                                                       "missing.yaml"]
-    assert headings[0].startswith("### ✅") and headings[1].startswith("### ❌") and headings[3].startswith("### ⚠️")
-    section = text.split(headings[1])[1].split(headings[2])[0]
+    # the layers that did not pass first, in the order given; then the passed ones, a row each
+    assert [h.split("`")[1].rsplit("/", 1)[-1] for h in headings[:3]] == ["broken.yaml", "hangs.yaml", "missing.yaml"]
+    assert headings[0].startswith("### ❌") and headings[2].startswith("### ⚠️") and headings[3] == "### ✅ passed"
+    section = text.split(headings[0])[1].split(headings[1])[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
     expected = ["predict_runs", "initialize", "forward_predict_agree", "signatures", "forward_runs"]
     assert [row.split("`")[1] for row in rows] == expected
@@ -146,9 +146,10 @@ def test_markdown_puts_failures_first_and_escapes_table_cells(report: Report) ->
     whole = section.split("<code>predict_runs</code>: the whole message</summary>")[1].split("</details>")[0]
     assert "predict raised ValueError: bad | value &lt;x&gt;<br>\n second line" in whole
     assert "layercheck run" in section and "--check predict_runs" in section
-    good = text.split(headings[0])[1].split(headings[1])[0]
-    assert "<details>" in good and "❌" not in good
-    missing = text.split(headings[3])[1]
+    good = text.split(headings[3])[1]
+    (row,) = [line for line in good.splitlines() if line.startswith("| `")]
+    assert "good.yaml` |" in row and "`4,3,5:BCU`" in row and "<details>" not in good and "❌" not in good
+    missing = text.split(headings[2])[1].split(headings[3])[0]
     assert "could not be checked" in missing and "nowhere.py" in missing
 
 
@@ -177,7 +178,7 @@ def test_cli_writes_junit_and_markdown(tmp_path: Path) -> None:
     assert [c.get("name") for c in suite.findall("testcase")] == ["signatures", "predict_runs"]
     result = cli.invoke(app, ["run", str(spec), "--check", "predict_runs", "--format", "markdown"])
     assert result.exit_code == 0
-    assert result.stdout.startswith("## ✅ layercheck passed") and "`predict_runs`" in result.stdout
+    assert result.stdout.startswith("## ✅ layercheck passed") and "good.yaml` | 2 passed |" in result.stdout
 
 
 def test_a_layer_that_could_not_be_loaded_counts_as_an_error(report: Report) -> None:
@@ -296,12 +297,11 @@ def test_junit_puts_notes_in_system_out() -> None:
     assert props == {"location": "layers/good.py:12"}
 
 
-def test_markdown_lists_notes_per_layer_outside_the_fold() -> None:
+def test_markdown_lists_notes_per_layer() -> None:
     text = handmade().render("markdown")
-    good = text.split("### ✅ `layers/good.py:Good`")[1].split("### ")[0]
-    assert good.index("</details>") < good.index("Notes:")
-    assert f"- `backward_size`: {GOOD_NOTE}" in good
-    assert "2 passed, 1 note · inputs" in good  # the layer's own counts
+    good = text.split("### ✅ passed")[1].split("### ")[0]
+    assert f"- `layers/good.py:Good` `backward_size`: {GOOD_NOTE}" in good
+    assert "| `layers/good.py:Good` | 2 passed, 1 note |" in good  # the layer's own counts
     bad = text.split("`layers/bad.py:Bad`")[1].split("### ")[0]
     assert f"- `gradients[float64]`: {BAD_NOTE}" in bad and "1 failed, 1 error, 1 note" in bad
 
@@ -385,10 +385,11 @@ def test_github_format_from_the_command_line(tmp_path: Path) -> None:
                                       "predict_runs", "--format", "github"])
     assert result.exit_code == 1
     first, last = result.stdout.splitlines()[0], result.stdout.splitlines()[-1]
-    line = BROKEN.splitlines().index("class Layer(nn.Module):") + 1
+    # on the line that raised, not the class's
+    line = next(i for i, text in enumerate(BROKEN.splitlines(), 1) if "raise ValueError" in text)
     where = (tmp_path / "broken.py").resolve().as_posix()  # outside the working directory: absolute
     assert first.startswith(f"::error file={where},line={line},title=layercheck ")
-    assert "predict_runs failed::predict raised ValueError" in first
+    assert "predict_runs failed (in forward)::predict raised ValueError" in first
     assert "%0A" in first and "\n" not in first
     assert last.startswith("1 passed, 1 failed, 0 skipped, 0 errors in ")  # signatures passed
 

@@ -1,6 +1,6 @@
 """A fuzzer over spec files: random YAML structures, valid specs with wrong types, unicode and
 huge numbers put in, empty, binary and broken files, and directories, FIFOs and symlink loops
-named like specs. Every case exits 2 with one line on stderr, or runs (exit 0 or 1, a JSON
+named like specs. Every case exits 2 with one line on stderr per problem, or runs (exit 0 or 1, a JSON
 report on stdout); none ends in a traceback. The seed is fixed: a failure names its case,
 which the same seed writes again."""
 
@@ -180,8 +180,10 @@ def assert_exits_2_with_one_line_or_runs(path: Path, what: str) -> int:
     assert "Traceback" not in invoked.stdout + invoked.stderr, output
     if invoked.exit_code == 2:
         assert invoked.stdout == "", output
-        (line,) = invoked.stderr.strip().splitlines() or [""]
-        assert line.startswith("layercheck: error: "), (output, invoked.stderr)
+        # one line per problem of the spec (every problem is said at once), each naming the file
+        first, *more = invoked.stderr.strip().splitlines() or [""]
+        assert first.startswith("layercheck: error: "), (output, invoked.stderr)
+        assert all(line.startswith(f"{path}: ") for line in more), (output, invoked.stderr)
     else:
         assert invoked.exit_code in (0, 1), (output, invoked.exit_code, invoked.stderr)
         assert json.loads(invoked.stdout)["runs"], output

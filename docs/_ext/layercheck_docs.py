@@ -6,7 +6,9 @@
   ``layercheck checks ID`` prints: the check's registration (title, MATLAB counterpart, default
   or opt-in, variants, prerequisites, tolerances) and its docstring. One text, two places.
 - ``reference/checks/generated/index.md``: the catalogue, in ``layercheck checks``'s order.
-- ``explanation/generated/notes.md``: the ``# Note [...]`` comments of layercheck's source, where
+- ``reference/generated/api.md``: the Python API, ``layercheck.__all__`` and the check SDK's stable
+  names (``layercheck.sdk.STABLE``), each documented from its docstring by autodoc; nothing else.
+- ``generated/notes.md`` (under Contributing): the ``# Note [...]`` comments of layercheck's source, where
   the full argument for each rule of the gradient check and the other checks is written.
 
 ``pages()`` needs no Sphinx: ``tests/test_docs.py`` calls it. The Sphinx extension writes the
@@ -168,11 +170,75 @@ def notes_page() -> str:
         "The full argument for the rules the pages above state, as written beside the code that "
         "applies them: every `# Note [...]` comment of layercheck's source, gathered when the docs "
         "are built. They are written for whoever changes that code, and cited by name in "
-        "[how the gradient check works](../gradient-check.md) and "
-        "[how false alarms are avoided](../false-alarms.md).\n",
+        "[how the gradient check works](../explanation/gradient-check.md) and "
+        "[how false alarms are avoided](../explanation/false-alarms.md).\n",
     ]
     for title, where, body in notes():
         parts += [f"## {title}\n", f"`{where}`\n", body.replace("*", "\\*") + "\n"]
+    return "\n".join(parts)
+
+
+def api_names() -> tuple[list[str], list[str]]:
+    """The names the API page documents: ``layercheck.__all__`` (but ``__version__``), and the
+    stable SDK names that are not the same object as one of those."""
+    import layercheck
+    from layercheck import sdk
+
+    public = sorted(name for name in layercheck.__all__ if name != "__version__")
+    shared = {id(getattr(layercheck, name)) for name in public}
+    stable = sorted((name for name in sdk.STABLE if id(getattr(sdk, name)) not in shared), key=str.lower)
+    return public, stable
+
+
+def _autodoc(module: str, name: str) -> str:
+    import importlib
+    import inspect
+
+    obj = getattr(importlib.import_module(module), name)
+    if inspect.isclass(obj):
+        directive = ("autoexception" if issubclass(obj, BaseException) else "autoclass", "   :members:\n")
+    elif inspect.isfunction(obj):
+        directive = ("autofunction", "")
+    else:  # a constant: its ``#:`` comment or docstring where it is assigned (not its type's docstring)
+        directive = ("py:data", "".join(f"\n   {line}" if line else "\n" for line in _attribute_doc(name, obj)))
+    # autodoc writes reStructuredText: parsed as such inside eval-rst, not as MyST
+    return f"```{{eval-rst}}\n.. {directive[0]}:: {module}.{name}\n{directive[1]}\n```\n"
+
+
+def _attribute_doc(name: str, obj: object) -> list[str]:
+    """The documentation of a module-level constant, from the layercheck module that assigns it."""
+    import sys
+
+    from sphinx.pycode import ModuleAnalyzer
+
+    for module in sorted(m for m in sys.modules if m.startswith("layercheck.")):
+        if getattr(sys.modules[module], name, None) is obj:
+            lines = ModuleAnalyzer.for_module(module).find_attr_docs().get(("", name))
+            if lines:
+                return list(lines)
+    raise LookupError(f"layercheck.sdk.{name} is stable but documented nowhere: give it a #: comment")
+
+
+def api_page() -> str:
+    from layercheck import sdk
+
+    public, stable = api_names()
+    parts = [
+        "# Python API\n",
+        "Generated from the docstrings when the docs are built. It documents the public names and "
+        "nothing else: what `layercheck` exports (`layercheck.__all__`), then the stable names of the "
+        f"check SDK, `layercheck.sdk` (`layercheck.sdk.STABLE`, SDK version {sdk.SDK_VERSION}), for a "
+        "check of your own ([writing a check](../../howto/extending.md)). Anything else may change in "
+        "any release.\n",
+        "## `layercheck`\n",
+        "Running the checks from Python: [the Python API and pytest](../../howto/python-and-pytest.md).\n",
+    ]
+    parts += [_autodoc("layercheck", name) for name in public]
+    also = sorted(name for name in sdk.STABLE if name not in stable)
+    parts += ["## `layercheck.sdk`\n",
+              "Also stable there, and documented above as the same objects: "
+              + ", ".join(f"`{name}`" for name in also) + ".\n"]
+    parts += [_autodoc("layercheck.sdk", name) for name in stable]
     return "\n".join(parts)
 
 
@@ -186,8 +252,9 @@ def pages() -> dict[str, str]:
     # second); read once here for every page, the commands print the same.
     catalogue = listing.entries()
     with mock.patch.object(listing, "entries", lambda: catalogue):
-        found = {"reference/generated/cli.md": cli_page(), "reference/checks/generated/index.md": checks_index(),
-                 "explanation/generated/notes.md": notes_page()}
+        found = {"reference/generated/cli.md": cli_page(), "reference/generated/api.md": api_page(),
+                 "reference/checks/generated/index.md": checks_index(),
+                 "generated/notes.md": notes_page()}
         for e in catalogue:
             found[f"reference/checks/generated/{e.id}.md"] = check_page(e.id, e.title)
     return found
@@ -196,7 +263,7 @@ def pages() -> dict[str, str]:
 def write_pages(root: Path = DOCS) -> None:
     """Write the generated pages under ``root``; leave unchanged ones alone and remove stale ones."""
     wanted = pages()
-    for folder in ("reference/generated", "reference/checks/generated", "explanation/generated"):
+    for folder in ("reference/generated", "reference/checks/generated", "explanation/generated", "generated"):
         for old in (root / folder).glob("*.md"):
             if str(old.relative_to(root)) not in wanted:
                 old.unlink()
@@ -208,5 +275,6 @@ def write_pages(root: Path = DOCS) -> None:
 
 
 def setup(app: Any) -> dict[str, Any]:
+    app.setup_extension("sphinx.ext.autodoc")
     app.connect("builder-inited", lambda _app: write_pages(Path(_app.srcdir)))
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -104,9 +104,13 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
             found = _batch_dims(batched, single, big)
         for j, d in enumerate(found):
             if d is not None:
-                _compare(ctx, [batched[j].narrow(d, i, 1)], [single[j]], f"output {j}",
-                         f"observation {i} of a batch of {big} vs the same observation alone (batch dim {d})",
-                         labels=(f"the batch of {big}", "the observation alone"))
+                try:
+                    _compare(ctx, [batched[j].narrow(d, i, 1)], [single[j]], f"output {j}",
+                             f"observation {i} of a batch of {big} vs the same observation alone (batch dim {d})",
+                             labels=(f"the batch of {big}", "the observation alone"))
+                except CheckFailed as exc:  # which fix fits is measured: a mask reduced over the batch?
+                    why = _mixed_by(ctx, subject, initial, wide, dims, i, (j, d), single[j])
+                    raise CheckFailed(f"{exc.message}: {why}", **exc.details) from None
     assert found is not None
     small = min(size, other)
     fewer = at_other if big == size else at_size
@@ -128,6 +132,41 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
 #     layer's reset_state, so the check calls it; a layer without one has no way to start again
 #     but a new layer, so the check puts everything back as it was (caches included: a cache held
 #     in a buffer cannot be told from state, and is not exercised after the first batch).
+
+
+_MIXED = ("the observation's output depends on the other observations of the batch: something reduces over the "
+          "batch dimension (a mean, a norm, a softmax or another statistic over dim B; batch statistics in eval mode). "
+          "Fix: reduce over each observation's own dimensions only, and in eval mode normalise with running "
+          "statistics")
+
+
+def _mixed_by(ctx: Context, subject: Subject, initial: Checkpoint, wide: list[torch.Tensor], dims: list[int | None],
+              i: int, output: tuple[int, int], alone: torch.Tensor) -> str:
+    """Why observation ``i`` differs in the batch, measured where it can be: a bool or integer input
+    (a mask) reduced over the batch, when the batch agrees with the observation alone once every
+    observation is given observation ``i``'s mask; else the general cause."""
+    masks = [k for k, (x, d) in enumerate(zip(wide, dims)) if d is not None and not x.is_floating_point()]
+    if not masks:
+        return _MIXED
+    same = [torch.cat([x.narrow(d, i, 1)] * x.shape[d], d) if k in masks and d is not None else x
+            for k, (x, d) in enumerate(zip(wide, dims))]
+    try:
+        outputs = predict_run(subject, same).outputs
+    except LayerRaised:
+        return _MIXED
+    finally:
+        subject.rewind(initial)
+    j, d = output
+    try:
+        assert_close([outputs[j].narrow(d, i, 1)], [alone], names=[f"output {j}"],
+                     allowance=path_allowance(ctx, PREDICT), what="the batch with one mask repeated")
+    except CheckFailed:
+        return _MIXED
+    named = ", ".join(f"input {k} ({str(wide[k].dtype).removeprefix('torch.')})" for k in masks)
+    return (f"given observation {i}'s {named} in every observation, the batch agrees with observation {i} alone: the "
+            f"layer combines that mask across the batch (mask.any(0), mask.all(0), a sum over dim {dims[masks[0]]}?), "
+            "so one observation's padding changes the others. Fix: reduce a mask over its own observation's dimensions "
+            "only, keeping the batch dimension (mask.any(-1, keepdim=True))")
 
 
 def _start_again(subject: Subject, initial: Checkpoint) -> None:
@@ -202,7 +241,8 @@ def _batch_dims(batched: list[torch.Tensor], single: list[torch.Tensor], size: i
         if b.dim() != s.dim():
             raise CheckFailed(
                 f"output {j} has size {tuple(s.shape)} for a batch of one but {tuple(b.shape)} for a batch of {size}: "
-                "a dimension disappears for one observation (a squeeze() that drops the batch dimension?)",
+                "a dimension disappears for one observation (a squeeze() that drops the batch dimension?). Fix: "
+                "squeeze named dimensions only (x.squeeze(-1), not x.squeeze(), which drops a batch of one too)",
                 output=j, batch=list(b.shape), single=list(s.shape),
             )
         differ = [d for d in range(b.dim()) if b.shape[d] != s.shape[d]]

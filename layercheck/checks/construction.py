@@ -73,8 +73,9 @@ def factory_kwargs(ctx: Context) -> str:
     constants included.
     """
     if ctx.target.instance is not None:
-        raise CheckSkipped("an instance was given: layercheck cannot construct another with device= and dtype= "
-                           "(pass the class and its constructor arguments)", applies=True)
+        # A limit of the call, not of the layer: it does not apply (strict=True passes a correct instance).
+        raise CheckSkipped("does not apply to an instance: layercheck cannot construct another with device= and "
+                           "dtype= (pass the class and its constructor arguments to check that)")
     cls = ctx.target.cls
     declared = [(key, value) for key, value in _FACTORY if key in ctx.target.kwargs or _declares(cls, key)]
     if not declared:
@@ -310,21 +311,22 @@ def copy(ctx: Context) -> str:
     source = ctx.fresh()
     module = source.module
     assert module is not None
-    inputs = source.inputs()
+    # Fresh inputs for every call: a layer that writes into its input (input_unchanged's failure) must not
+    # fail here too, its copy fed an input the original already changed.
     used = bool(source.snapshot())
     if used:  # running statistics, hidden state: what training leaves behind, and what a copy must carry
         with failing("in forward"):
-            source.forward(inputs, grad=False)
+            source.forward(source.inputs(), grad=False)
     twin = _deepcopy(module)
     saved, unsaved = _save(module)  # at the same moment; a failure is reported after the deep copy's
     if used:
         with failing("in predict"):
-            expected = predict_run(source, inputs).outputs
+            expected = predict_run(source, source.inputs()).outputs
     else:
         expected = reference_predict(ctx).outputs
-    _train(source, inputs)
+    _train(source, source.inputs())
     with failing("deep-copied"):
-        copied = predict_run(Subject(ctx.target, twin), inputs).outputs
+        copied = predict_run(Subject(ctx.target, twin), source.inputs()).outputs
     try:
         assert_close(expected, copied, names=output_names(expected), labels=("original", "deep copy"),
                      allowance=rounding_allowance_of(ctx),
@@ -339,7 +341,7 @@ def copy(ctx: Context) -> str:
     if saved is None:
         return f"a deep copy reproduces {len(expected)} predict output(s) and is independent of the original; {unsaved}"
     with failing("loaded by torch.load"):
-        loaded = predict_run(Subject(ctx.target, torch.load(saved, weights_only=False)), inputs).outputs
+        loaded = predict_run(Subject(ctx.target, torch.load(saved, weights_only=False)), source.inputs()).outputs
     assert_close(expected, loaded, names=output_names(expected), labels=("original", "torch.load"),
                  allowance=rounding_allowance_of(ctx),
                  what="predict of the layer saved whole with torch.save and loaded with torch.load vs the original")

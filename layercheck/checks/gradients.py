@@ -228,7 +228,7 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Compares the analytic gradients of every floating input and every learnable
     parameter with central finite differences of a float64 copy of the layer, taken along
     random directions over all of them at once (two forward passes per direction, whatever
-    the input size; see ``layercheck/numerics/engine.py``). The float64 variant compares the
+    the input size; the documentation's "How the gradient check works" says why). The float64 variant compares the
     float64 backward directly; the others compare their backward with the float64 one
     tensor by tensor. Every evaluation restarts from the same state and random stream, so
     dropout, running statistics and recurrent state are a fixed function; kinks (ReLU,

@@ -116,7 +116,7 @@ def gradgrad(ctx: Context) -> tuple[str, dict[str, Any]]:
     """Differentiates the first gradient of a float64 copy a second time (``create_graph=True``,
     then backward through it: the double backward) and compares the result with central finite
     differences of the first gradient, along random directions over every input, parameter and
-    incoming output gradient at once (Note [second derivatives] in this module).
+    incoming output gradient at once.
 
     Gradient penalties (WGAN-GP, R1), meta-learning (MAML), Hessian-vector products and
     second-order optimisers differentiate the backward itself; a backward that is not
@@ -218,8 +218,7 @@ def forward_ad(ctx: Context) -> tuple[str, dict[str, Any]]:
     parameter as a ``torch.autograd.forward_ad`` dual tensor, tangent along the random
     directions the gradient check differenced, and compares the resulting directional
     derivative (contracted with the same seeded output cotangents) with those finite
-    differences and with the reverse-mode gradient along the same direction
-    (Note [forward mode] in this module).
+    differences and with the reverse-mode gradient along the same direction.
 
     ``torch.func.jvp``, ``jacfwd``, ``hessian`` (forward-over-reverse) and forward-mode AD use
     this path; a wrong one gives wrong results without an error. A

@@ -36,6 +36,17 @@ from layercheck.parent.result import ExitCode, Report
 from layercheck.parent.shards import Shard
 from layercheck.parent.sources import check_reference
 from layercheck.parent.spec import (
+from layercheck import limits, listing, scaffold
+from layercheck._version import __version__
+from layercheck.errors import SpecError, UsageError
+from layercheck.firsthour.output import report_stream
+from layercheck.inputs import InputSpec, looks_like_input, parse_input
+from layercheck.layout import Layout
+from layercheck.reporting import console as console_report
+from layercheck.reporting import registry as reporters
+from layercheck.result import ExitCode, Report
+from layercheck.shards import Shard
+from layercheck.sources import check_reference
     TargetSpec,
     find_specs,
     is_spec_path,
@@ -230,7 +241,7 @@ def run(
         everything, plans = len(plans), part.select(plans)
         if not plans:
             _stderr().print(f"shard {part} holds none of the {everything} target{'s' * (everything != 1)}: nothing checked", markup=False)
-    out = Console(highlight=False, soft_wrap=False)
+    out = Console(file=report_stream(), highlight=False, soft_wrap=False)  # no padding in a pipe
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
         if no_isolate:
             from layercheck.engine import runner
@@ -260,7 +271,8 @@ def report_command(
     fmt, files = _destinations(format, output or [])
     for destination, _ in files:
         check_destination(destination)
-    _emit(read_report(path), fmt, files, Console(highlight=False, soft_wrap=False), quiet=False, verbose=verbose)
+    _emit(read_report(path), fmt, files, Console(file=report_stream(), highlight=False, soft_wrap=False), quiet=False,
+          verbose=verbose)
 
 
 def read_report(path: Path) -> Report:
@@ -289,7 +301,7 @@ def checks_command(
     """List the checks: id, whether it runs by default, what it checks (and the MATLAB
     counterpart, on a wide terminal). With an ID: that check's documentation, MATLAB
     counterpart, variants, prerequisites and tolerances."""
-    out = Console(highlight=False)
+    out = Console(file=report_stream(), highlight=False)  # no padding in a pipe
     if check_id is not None:
         page = listing.page(check_id)  # from the check's source: no torch (a typo answers at once)
         info = page.entry
@@ -437,6 +449,7 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
     its Triton kernels decorated for the interpreter as the run's import would (``interpret``)."""
     specs: list[TargetSpec] = []
     layer_targets = 0
+    problems: list[str] = []  # every spec's problems, said together (a folder's too)
     for text in targets:
         path = Path(text)
         if path.is_dir():
@@ -445,11 +458,11 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
                 raise UsageError(f"{text}: folder holds no spec files (*.yaml, *.yml with a layer: key)")
             if others and verbose:
                 _stderr().print(f"not specs (no layer: key), left out: {', '.join(map(str, others))}", markup=False)
-            specs.extend(load_spec(p) for p in found)
+            specs.extend(_checked_spec(p, problems) for p in found)
         elif is_spec_path(path):
             if not path.is_file():
                 raise UsageError(f"{text}: no such spec file")
-            specs.append(load_spec(path))
+            specs.append(_checked_spec(path, problems))
         else:
             layer_targets += 1
             if not any(spec.name is None for spec in inputs):
@@ -468,10 +481,32 @@ def _collect_targets(targets: list[str], inputs: list[InputSpec], constants: dic
                     pass  # import errors are the layer's: its run reports them (exit 1)
             specs.append(TargetSpec(layer=text, inputs=tuple(inputs), args=tuple(args), kwargs=dict(kwargs),
                                     constants=dict(constants)))
+    if problems:
+        raise SpecError("\n".join(problems))
     if (inputs or constants or args or kwargs) and not layer_targets:
         raise UsageError("--layout, --call-kwarg, --arg and --kwarg apply to layer targets (file.py[:Class], "
                          "module:Class), not to spec files")
     return specs
+
+
+def _checked_spec(path: Path, problems: list[str]) -> TargetSpec:
+    """The spec in ``path``, its layer checked from source (a file that is missing, a class it does
+    not define: the spec's mistake, exit 2) and its check ids; what is wrong goes into ``problems``."""
+    try:
+        spec = load_spec(path)
+    except SpecError as exc:
+        problems.append(str(exc))
+        return TargetSpec(layer="", inputs=())
+    try:
+        check_reference(spec.layer, base_dir=spec.base_dir)
+    except UsageError as exc:
+        problems.append(f"{path}: layer: {exc}")
+    for key, selectors in (("skip", spec.skip), ("enable", spec.enable)):
+        try:  # as run checks them once every spec is read: here, said with the spec's other problems
+            listing.check_selectors(selectors, f"{spec.name}: checks: {key}:")
+        except UsageError as exc:
+            problems.append(str(exc))
+    return spec
 
 
 def _destinations(name: str | None, outputs: list[Path]) -> tuple[str, list[tuple[Path, str]]]:

@@ -26,6 +26,12 @@ from layercheck.parent.layout import Layout
 from layercheck.parent.plan import TargetPlan
 from layercheck.parent.result import Report, Status
 from layercheck.parent.spec import INTERPRET_SIZES, TargetSpec, parse_device, parse_tolerance
+from layercheck.errors import LoadError, UsageError
+from layercheck.firsthour.traces import trace_text
+from layercheck.inputs import InputSpec, looks_like_input, parse_input
+from layercheck.invocation import class_reference
+from layercheck.layout import Layout
+from layercheck.plan import TargetPlan
 from layercheck.reporting.details import label
 from layercheck.target import prepare
 from layercheck.target.subject import Target, display_name, kind_of
@@ -69,7 +75,7 @@ def check_layer(
     under Triton's interpreter, on CPU tensors (``--interpret``); by default (None) they do where
     Triton is imported and there is no GPU, and ``False`` leaves them compiled; ``interpret_sizes``
     ``"full"`` checks interpreted kernels at the layouts given, not reduced ones
-    (``--interpret-sizes``; Note [interpreted sizes]). Invalid arguments raise ``TypeError`` or a ``UsageError``
+    (``--interpret-sizes``). Invalid arguments raise ``TypeError`` or a ``UsageError``
     (a ``ValueError``) before anything runs; a layer that cannot be constructed gives a
     report whose run has an ``error``.
     """
@@ -114,6 +120,9 @@ def failure_message(report: Report) -> str:
     for run in report.runs:
         if run.error is not None:
             lines.append(f"{run.target} could not be checked: {run.error}")
+            trace = trace_text(run.location)  # where the constructor raised
+            if trace:
+                lines.append(trace)
     problems = report.failures()
     if problems:
         failed = [label(r) for _, r in problems if r.status is Status.FAILED]
@@ -124,6 +133,9 @@ def failure_message(report: Report) -> str:
         lines.insert(0, "; ".join(said) + whose)
     for _, result in problems:
         lines.append(f"  {label(result)} {result.status.value}: {result.message}")
+        trace = trace_text(result.details.get("location"), indent="    ")  # where the layer raised
+        if trace:
+            lines.append(trace)
         if "reproduce" in result.details:
             lines.append(f"    reproduce: {result.details['reproduce']}")
     return "\n".join(lines)

@@ -41,6 +41,12 @@ from layercheck.parent.errors import (
     layer_failure,
 )
 from layercheck.parent.plan import (  # re-exported: the runner's API
+from layercheck.firsthour.arguments import arguments_problem
+from layercheck.firsthour.raised import raised_at
+from layercheck.frames import user_trace
+from layercheck.loading import resolve
+from layercheck.locations import layer_location, with_backward
+from layercheck.plan import (  # re-exported: the runner's API
     Listener,
     Options,
     Progress,
@@ -193,6 +199,7 @@ class TargetRun:
         self.blocked = self.record.blocked
         self.results = self.record.results
         self.setup_failure: str | None = None
+        self.raised: dict[str, Any] | None = None
         self.listener = listener or Listener()
         self.progress = progress
         self._planned = frozenset([p.info.id for p in self.plan]
@@ -210,6 +217,7 @@ class TargetRun:
             with _time_limit(self.options.timeout), contained(capture=self.options.contained, echo=True):
                 self.target.pristine()
         except LoadError as exc:
+            self.raised = raised_at(exc)  # the constructor's line that raised: the report points there
             return str(exc)
         except CheckTimeout:
             return (f"constructing and initialising the layer ran past the time limit of {self.options.timeout:g} s "
@@ -255,6 +263,8 @@ class TargetRun:
     def _location(self) -> dict[str, Any] | None:
         """Where the layer is defined, and its hand-written backward (the Function classes
         forward_runs found in its graph)."""
+        if self.raised is not None:  # the constructor raised: where, and where the layer is defined
+            return {**self.raised, "defined": self.facts.get("location")}
         forward = self.results.get(("forward_runs", ""))
         names = forward.details.get("custom_backward") if forward is not None else None
         return with_backward(self.facts.get("location"), self.target.cls, names if isinstance(names, list) else ())
@@ -498,6 +508,10 @@ def _outcome(info: CheckInfo, ctx: Context, *, timeout: float | None,
     limit = _environment_limit(caught) if status in (Status.FAILED, Status.ERROR) else None
     if limit is not None:  # Triton asked for a GPU driver this machine lacks: not the layer's failure
         status, message, blocking = Status.ERROR, limit, True
+    if caught is not None and "traceback" in details and "location" not in details:
+        where = raised_at(caught)  # the line of the user's code that raised: reports point there
+        if where is not None:
+            details["location"] = where
     oom = limits.out_of_memory(caught) if caught is not None else None
     if oom is not None:
         status, blocking = Status.ERROR, True

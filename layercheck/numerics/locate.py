@@ -30,6 +30,14 @@ from typing import Any
 import torch
 
 from layercheck.numerics.engine import FiniteDifferences
+from layercheck import limits
+from layercheck.firsthour.subsets import factor_on_part
+from layercheck.numerics.engine import (
+    DifferentiableFunction,
+    FiniteDifferences,
+    Region,
+    element_index,
+)
 from layercheck.numerics.patterns import explain
 from layercheck.numerics.probes import DifferentiableFunction, Region, element_index
 from layercheck.numerics.verdict import Verdict, judge
@@ -144,12 +152,16 @@ def locate(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torch.
             break
         if failing and len(failing) < len(slabs):
             finding.regions.append(", ".join(r.describe(value.shape) for r in failing))
-    pool = (narrowest.mask(value) if narrowest is not None else torch.ones(value.shape, dtype=torch.bool)).reshape(-1)
-    candidates = pool.nonzero().reshape(-1)
-    gen = torch.Generator().manual_seed(zlib.crc32(f"{fd.seed}|sample|{slot}".encode()))
-    picked = candidates[torch.randperm(candidates.numel(), generator=gen)[:SAMPLED_ELEMENTS]]
-    _check_elements(fd, grads, slot, sorted(int(i) for i in picked), tolerance, step, finding, stop_at)
+    pool = narrowest.mask(value) if narrowest is not None else torch.ones(value.shape, dtype=torch.bool)
+    _check_elements(fd, grads, slot, _sampled(pool, fd.seed, slot), tolerance, step, finding, stop_at)
     return finding
+
+
+def _sampled(pool: torch.Tensor, seed: int, slot: int) -> list[int]:
+    """A few flat indices of the elements ``pool`` (a mask) holds, drawn from the run's seed."""
+    candidates = pool.reshape(-1).nonzero().reshape(-1).cpu()
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{seed}|sample|{slot}".encode()))
+    return sorted(int(i) for i in candidates[torch.randperm(candidates.numel(), generator=gen)[:SAMPLED_ELEMENTS]])
 
 
 def _late(stop_at: float | None, finding: Finding) -> bool:
@@ -251,6 +263,12 @@ def diagnose(fd: FiniteDifferences[DifferentiableFunction], grads: Sequence[torc
         elif len(wrong) < LOCATED_TENSORS:
             finding = Finding(name, verdict)
             pattern = None if _late(stop_at, finding) else explain(fd, grads, slot, tolerance, step, sizes)
+            if pattern is None and not finding.cut_short:  # a constant factor on part of it: a branch, a half
+                part = factor_on_part(fd, grads, slot, tolerance, step)
+                if part is not None:  # and a few of its elements differenced one by one, as evidence
+                    pattern, mask = part
+                    _check_elements(fd, grads, slot, _sampled(mask, fd.seed, slot), tolerance, step, finding,
+                                    stop_at)
             # A pattern over the whole tensor needs no narrowing down.
             if pattern is None and not finding.cut_short:
                 finding = locate(fd, grads, slot, tolerance, verdict, stop_at=stop_at)

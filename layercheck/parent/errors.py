@@ -103,6 +103,10 @@ def layer_failure(exc: LayerRaised, what: str = "", *, hint: str = "", blocking:
                 "check it there with --on cuda (a spec's on: cuda)")
         if "triton" in str(exc.exc).lower():
             hint += ", or, where its Triton kernels take CPU tensors, under Triton's interpreter with --interpret"
+    if not hint and _NEEDS_BOOL.search(str(exc.exc)):  # a mask generated as float: inputs are unless declared
+        hint = (". The layer wants a bool (or integer) tensor where it was given a float one: generated inputs are "
+                "float unless their layout declares a dtype. Fix: declare the mask's dtype, --layout '8,10:BT "
+                "dtype=bool' (a spec's dtype: bool; check_layer's '8,10:BT dtype=bool')")
     shown = str(exc).rstrip(".") if hint[:1] in (";", ":", ",") else str(exc)  # no ".;" where the hint follows
     return CheckFailed(f"{prefix}{shown}{hint}", blocking=blocking, phase=exc.phase, traceback=exc.trace, **details)
 
@@ -110,6 +114,12 @@ def layer_failure(exc: LayerRaised, what: str = "", *, hint: str = "", blocking:
 # What a layer that needs a GPU raises on the CPU: torch without CUDA, a CUDA tensor made inside
 # forward meeting a CPU input, Triton refusing a CPU pointer, a CUDA extension's own check.
 _NEEDS_GPU = re.compile(r"cuda|triton|nvidia|expected all tensors to be on the same device", re.IGNORECASE)
+
+
+# What torch raises where a mask or an index must be bool or integer and is a float tensor.
+_NEEDS_BOOL = re.compile(r"only supports boolean masks|expected BoolTensor|condition to be a boolean tensor|"
+                         r"only implemented on integer and Boolean|tensors used as indices must be long, int, byte or "
+                         r"bool|not implemented for '(Float|Double|Half|BFloat16)'", re.IGNORECASE)
 
 
 @contextlib.contextmanager

@@ -118,6 +118,7 @@ class _Run:
         # One clock for the run's time and each target's: from the command's start where it is known.
         self.start = options.started if options.started is not None else time.perf_counter()
         self.environment: dict[str, Any] | None = None  # a worker's, once one has started
+        self.startup: float | None = None  # the first worker's start-up, told apart in a run of several targets
 
     @property
     def phase_limit(self) -> float | None:
@@ -233,6 +234,7 @@ class _Run:
     def _handle(self, worker: Worker, message: tuple[Any, ...]) -> None:
         if message[0] == "environment":
             self.environment = message[1]
+            self._warmed_up(worker)
             return
         job = self.workers[worker]
         assert job is not None
@@ -379,9 +381,22 @@ class _Run:
     def _error_run(target: _Target, error: str, *, seconds: float = 0.0) -> RunReport:
         return plan.run_report(target.plan, Record(), (), seconds=seconds, error=error)
 
+    def _warmed_up(self, worker: Worker) -> None:
+        """A worker is ready: in a run of several targets, the first target's time starts now, not at
+        the run's start, and the start-up (Python, torch and the checks imported) is reported apart
+        (the environment's ``startup_seconds``), so that the first target is timed as the others."""
+        job = self.workers.get(worker)
+        if len(self.targets) < 2 or job is None or job.target.started != self.start or job.target.record.results:
+            return
+        job.target.started = time.perf_counter()
+        if self.startup is None:
+            self.startup = job.target.started - self.start
+
     def _environment(self) -> dict[str, Any]:
         """The workers' environment; where none started, what is known without torch."""
         if self.environment is not None:
+            if self.startup is not None:
+                return {**self.environment, "startup_seconds": round(self.startup, 6)}
             return self.environment
         try:
             torch_version = importlib.metadata.version("torch")

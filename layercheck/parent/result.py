@@ -10,6 +10,12 @@ from layercheck.reporting import registry as reporters
 
 
 class Status(str, enum.Enum):
+    """The verdict of a check, a run or a report; equal to its value (``Status.FAILED == "failed"``).
+
+    ``passed``; ``failed`` (the layer is wrong); ``skipped`` (the check does not apply, or could
+    not judge: the reason is given); ``error`` (the check could not complete, or the layer could
+    not be loaded or constructed)."""
+
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -202,7 +208,18 @@ class Report:
         return total
 
     @property
+    def status(self) -> Status:
+        """The whole invocation's verdict, as a run's: ``error`` where a layer could not be checked
+        or a check ended in an error, else ``failed`` where a check failed, else ``passed``."""
+        statuses = {run.status for run in self.runs}
+        for status in (Status.ERROR, Status.FAILED):
+            if status in statuses:
+                return status
+        return Status.PASSED
+
+    @property
     def passed(self) -> bool:
+        """Whether every check passed or was skipped (``exit_code`` is 0)."""
         return self.exit_code is ExitCode.OK
 
     @property

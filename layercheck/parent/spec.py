@@ -13,6 +13,11 @@ from layercheck.parent.errors import LayoutError, SpecError, did_you_mean
 from layercheck.parent.inputs import FLOATING as DTYPE_NAMES
 from layercheck.parent.inputs import InputSpec, input_from_mapping
 from layercheck.parent.layout import Layout
+from layercheck.errors import LayoutError, SpecError, did_you_mean
+from layercheck.firsthour.specerrors import every_problem
+from layercheck.inputs import FLOATING as DTYPE_NAMES
+from layercheck.inputs import InputSpec, input_from_mapping
+from layercheck.layout import Layout
 
 INTERPRET_SIZES = ("reduced", "full")  # interpret_sizes:, --interpret-sizes (Note [interpreted sizes])
 _KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance", "on", "interpret",
@@ -108,7 +113,7 @@ def load_spec(path: Path) -> TargetSpec:
         raise SpecError(f"{path}:{where}: YAML syntax error: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"{path}: YAML error: {exc}") from None
-    return parse_spec(data, source=path)
+    return every_problem(parse_spec, data, where=str(path), source=path)  # all of them, not the first only
 
 
 def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:

@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from layercheck.parent.result import Report, RunReport, Status
+from layercheck.firsthour.traces import trace_text
 from layercheck.reporting.details import (
     NOT_APPLICABLE,
     NOT_JUDGED,
@@ -53,7 +54,7 @@ def run_lines(run: RunReport) -> RenderableType:
     title = Text.assemble((run.target, "bold"), " ", (run.status.value, STYLES[run.status]))
     if run.error is not None:
         return Group(title, Padding(Text.assemble(("error: ", STYLES[Status.ERROR]), run.error), (0, 0, 0, 2),
-                                    expand=False))
+                                    expand=False), *_raised(run))
     not_judged = len(skipped_as(run.results, NOT_JUDGED))
     title.append(f"  {counts_text(run.summary, notes=len(notes), nonzero=True, not_judged=not_judged)} "
                  f"({run.seconds:.1f}s)")
@@ -83,7 +84,7 @@ def run_table(run: RunReport, *, verbose: bool = False, width: int | None = None
     than MESSAGE_ROOM characters, each message goes on its own lines under its row."""
     title = f"{run.target} [{run.status.value}]" + (f" [{interpreted_text(run)}]" if run.interpreter else "")
     if run.error is not None:
-        return Text.assemble((title, "bold"), "\n", ("error: ", STYLES[Status.ERROR]), run.error)
+        return Group(Text.assemble((title, "bold"), "\n", ("error: ", STYLES[Status.ERROR]), run.error), *_raised(run))
     if width is not None and _message_room(run, width) < MESSAGE_ROOM:
         return _stacked(run, title)
     table = Table(title=Text(title), title_justify="left", show_lines=False, expand=False)  # not markup: "[passed]"
@@ -97,6 +98,12 @@ def run_table(run: RunReport, *, verbose: bool = False, width: int | None = None
         table.add_row(r.check, r.variant, Text(r.status.value, style=STYLES[r.status]),
                       f"{r.seconds:.2f}s", escape(message))
     return table
+
+
+def _raised(run: RunReport) -> list[RenderableType]:
+    """Where the user's code raised when the layer could not be built: their frames, whole lines."""
+    trace = trace_text(run.location)
+    return [Text(trace, style="dim", no_wrap=True)] if trace else []
 
 
 MESSAGE_ROOM = 40
@@ -232,11 +239,16 @@ def print_report(report: Report, console: Console, *, verbose: bool = False, qui
                 console.print(run_lines(run))
     for run in report.runs:
         if quiet and run.error is not None:
-            console.print(Text.assemble((f"ERROR {run.target}: ", STYLES[Status.ERROR]), run.error))
+            console.print(Group(Text.assemble((f"ERROR {run.target}: ", STYLES[Status.ERROR]), run.error),
+                                *_raised(run)))
     effects = printed_and_warned(report) if verbose else None
     if effects is not None:
         console.print(effects, soft_wrap=True)
     print_failures(report, console, verbose=verbose)
+    startup = report.environment.get("startup_seconds")
+    if startup is not None and not quiet:  # a run of several targets: not in the first one's time
+        console.print(Text(f"start-up {float(startup):.1f}s (Python, torch and the checks imported once, before the "
+                           "first target; in no target's time)", style="dim"))
     style = "green" if report.passed else "red"
     console.print(Text(summary_line(report), style=f"bold {style}"))
 
@@ -245,7 +257,7 @@ def render_text(report: Report, *, width: int = 120, verbose: bool = False) -> s
     """The terminal report as plain text (no colour)."""
     buffer = io.StringIO()
     print_report(report, Console(file=buffer, width=width, color_system=None, force_terminal=False), verbose=verbose)
-    return buffer.getvalue()
+    return "".join(line.rstrip(" ") + "\n" for line in buffer.getvalue().splitlines())  # no padding in a file
 
 
 @reporter("table", title="the terminal's tables as plain text, whole messages and tracebacks", suffix=".txt")

@@ -187,7 +187,12 @@ def _facts(run: RunReport) -> ET.Element:
     interpreted = interpreted_text(run)
     if interpreted is not None:
         facts.append(("kernels", interpreted))
-    if run.location:
+    if run.location and run.location.get("frames"):  # the constructor raised: there, and the user's frames
+        facts.append(("raised at", f"{location_text(run.location)} in {run.location.get('name')}"))
+        defined = run.location.get("defined")
+        if isinstance(defined, Mapping) and defined.get("file"):
+            facts.append(("defined at", location_text(defined)))
+    elif run.location:
         facts.append(("defined at", location_text(run.location)))
         backward_at = run.location.get("backward")
         if isinstance(backward_at, Mapping) and backward_at.get("file"):
@@ -196,7 +201,8 @@ def _facts(run: RunReport) -> ET.Element:
     for name, value in facts:  # each pair in a div, which HTML allows in a dl: the pairs wrap as one
         pair = ET.SubElement(dl, "div")
         _element(pair, "dt", name)
-        _element(pair, "dd", value, cls="mono" if name in ("inputs", "defined at", "backward at") else None)
+        mono = name in ("inputs", "defined at", "backward at", "raised at")
+        _element(pair, "dd", value, cls="mono" if mono else None)
     return dl
 
 

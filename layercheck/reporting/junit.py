@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 
 from layercheck.parent.result import CheckResult, Report, RunReport, Status
 from layercheck.reporting.details import details_text, interpreted_text, label, location_text, printable
+from layercheck.reporting.details import details_text, input_text, interpreted_text, label, location_text, printable
 from layercheck.reporting.registry import reporter
 
 LOAD_CASE = "load"
@@ -85,7 +86,8 @@ def _properties(run: RunReport, report: Report) -> list[tuple[str, str]]:
     env = report.environment
     return [
         ("kind", str(run.kind)),
-        ("inputs", " ".join(f"{','.join(map(str, i['size']))}:{i['format']}" for i in run.inputs)),
+        # as --layout reads them, qualifiers kept ("8,10:BT dtype=bool"); "; " between inputs
+        ("inputs", "; ".join(input_text(i) for i in run.inputs)),
         ("seed", str(run.seed)),
         ("custom_backward", str(run.custom_backward).lower() if run.custom_backward is not None else "unknown"),
         ("layercheck", report.version),

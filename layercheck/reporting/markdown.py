@@ -1,10 +1,12 @@
 """The Markdown report (SPEC section 8): a summary fit for a pull-request comment.
 
-A headline with the overall verdict and the MATLAB-style summary line, then per target a
-table of its checks, failures and errors first, with the first line of their messages (each
-long one whole in a ``<details>`` block below the table). Targets that passed
-keep their table folded (``<details>``) so a long comment stays readable; the commands that
-reproduce each failure, and the notes of its checks, follow its table.
+A headline with the overall verdict and the MATLAB-style summary line; then each target that
+did not pass, in the order given, with a table of the checks that did not pass (the first line of
+each message; a long one whole in a ``<details>`` block below the table), how to reproduce its
+failures, its passed checks folded (``<details>``) and its notes; then the targets that passed,
+one table row each, and their notes. A comment on a pull request that checks hundreds of layers
+stays readable, and under GitHub's step-summary limit (docs/reference/reports.md gives its size
+for 100 and 1,000 layers).
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import re
 
 from layercheck.parent.result import CheckResult, Report, RunReport, Status
 from layercheck.reporting.details import (
+    NOT_JUDGED,
     counts_text,
     input_text,
     interpreted_text,
     label,
     labelled_notes,
     short,
+    skipped_as,
     summary_line,
 )
 from layercheck.reporting.registry import reporter
@@ -50,8 +54,33 @@ def render(report: Report) -> str:
         "",
     ]
     for run in report.runs:
-        lines += _run_section(run)
+        if run.status is not Status.PASSED:  # what the reader of a PR comment came for, first
+            lines += _run_section(run)
+    lines += _passed_section([run for run in report.runs if run.status is Status.PASSED])
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _passed_section(runs: list[RunReport]) -> list[str]:
+    """The targets that passed, one row each (their counts, inputs, time), then their notes."""
+    if not runs:
+        return []
+    lines = [f"### {ICONS[Status.PASSED]} {len(runs)} passed" if len(runs) > 1 else
+             f"### {ICONS[Status.PASSED]} passed", "", "| layer | checks | inputs | time |", "|---|---|---|---:|"]
+    notes: list[str] = []
+    for run in runs:
+        labelled = labelled_notes(run.results)
+        unjudged = skipped_as(run.results, NOT_JUDGED)  # a pass that did not judge everything says which
+        counts = counts_text(run.summary, notes=len(labelled), nonzero=True, not_judged=len(unjudged))
+        if run.interpreter is not None:
+            counts += f" · **{interpreted_text(run)}**"
+        inputs = ", ".join(f"`{_code(input_text(i))}`" for i in run.inputs)
+        lines.append(f"| `{_code(run.target)}` | {_cell(counts)} | {inputs} | {run.seconds:.2f} s |")
+        notes += [f"- `{_code(run.target)}` `{_code(name)}`: {_cell(note)}" for name, note in labelled]
+        notes += [f"- `{_code(run.target)}` `{_code(label(r))}` not judged: {_cell(r.message)}" for r in unjudged]
+    lines.append("")
+    if notes:
+        lines += ["Notes:", "", *notes, ""]
+    return lines
 
 
 def _run_section(run: RunReport) -> list[str]:
@@ -69,9 +98,8 @@ def _run_section(run: RunReport) -> list[str]:
     facts.append(f"{run.seconds:.2f} s")
     lines += [" · ".join(f for f in facts if f), ""]
     ordered = sorted(run.results, key=lambda r: _ORDER[r.status])
-    # A layer that passed: every check folded. One that did not: the checks that did not pass,
-    # how to reproduce its failures, then the checks that passed, folded.
-    shown = [r for r in ordered if r.status is not Status.PASSED] if run.status is not Status.PASSED else []
+    # The checks that did not pass, how to reproduce its failures, then the checks that passed, folded.
+    shown = [r for r in ordered if r.status is not Status.PASSED]
     folded = ordered[len(shown):]
     if shown:
         lines += [*_table(shown), "", *_whole_messages(shown)]
@@ -79,7 +107,7 @@ def _run_section(run: RunReport) -> list[str]:
         if reproduce:
             lines += ["Reproduce:", "", "```sh", *(f"{cmd}  # {name}" for name, cmd in reproduce), "```", ""]
     if folded:
-        what = f"the {len(folded)} checks" if not shown else f"the {len(folded)} that passed"
+        what = f"the {len(folded)} that passed"
         lines += [f"<details><summary>{what}</summary>", "", *_table(folded), "", *_whole_messages(folded),
                   "</details>", ""]
     if notes:  # outside the fold: they are there to be read

@@ -16,7 +16,7 @@ import torch
 from layercheck.parent.errors import CheckFailed
 from layercheck.parent.inputs import FLOATING as DTYPE_NAMES
 
-# The floating types a check variant may name ("float32") and their torch dtypes.
+#: The floating types a check variant may name (``"float32"``) and their torch dtypes.
 DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 # (rtol, atol) for values that should agree up to rounding: the same computation done
@@ -71,6 +71,7 @@ class Allowance:
         return Allowance(self.rtol, self.atol, floor, source)
 
 
+#: No difference allowed: :func:`assert_close` with it asks for equal values.
 EXACT = Allowance(0.0, 0.0)
 
 

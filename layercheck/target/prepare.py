@@ -12,6 +12,9 @@ the pytest plugin, which hold a layer or a plan of their own, use :func:`target_
 
 from __future__ import annotations
 
+from layercheck.firsthour.arguments import arguments_problem
+from layercheck.parent.errors import UsageError
+
 import contextlib
 import importlib.util
 import os
@@ -62,9 +65,17 @@ def make_target(plan: TargetPlan) -> Target:
 
 
 def target_of(layer: Any, plan: TargetPlan) -> Target:
-    """The target of ``plan`` with ``layer``: a class, or an instance given to the Python API."""
-    return Target(layer, plan.inputs, args=plan.args, kwargs=dict(plan.kwargs), seed=plan.seed, name=plan.name,
-                  invocation=plan.invocation, constants=plan.constants, on=plan.on)
+    """The target of ``plan`` with ``layer``: a class, or an instance given to the Python API.
+    Raises UsageError where the constructor arguments cannot fit the class's constructor."""
+    target = Target(layer, plan.inputs, args=plan.args, kwargs=dict(plan.kwargs), seed=plan.seed, name=plan.name,
+                    invocation=plan.invocation, constants=plan.constants, on=plan.on)
+    if target.kind == "module" and target.instance is None:
+        problem = arguments_problem(target.cls, plan.args, plan.kwargs)
+        if problem is not None:  # the user's mistake, not the layer's: nothing is built
+            where = (f"{plan.source}: args and kwargs" if plan.source is not None else
+                     "the constructor arguments (--arg and --kwarg; check_layer's args and kwargs)")
+            raise UsageError(f"{where}: {problem}")
+    return target
 
 
 INTERPRET = "TRITON_INTERPRET"  # Triton's switch for its interpreter (Note [triton interpreter])

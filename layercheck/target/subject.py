@@ -41,6 +41,10 @@ SAMPLE_ELEMENTS = 1 << 16
 
 
 class Mode(str, enum.Enum):
+    """How a subject calls its layer: ``PREDICT`` (eval mode, ``predict`` where the layer defines
+    it, no gradient), ``FORWARD`` (train mode, with gradient), ``EVAL`` (eval mode, ``forward``,
+    with gradient)."""
+
     PREDICT = "predict"  # eval mode, ``predict`` if defined, no grad
     FORWARD = "forward"  # train mode, ``forward``, with grad
     EVAL = "eval forward"  # eval mode, ``forward``, with grad: training-only behaviour switched off
