@@ -16,9 +16,9 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from layercheck import runner
-from layercheck.result import Report, RunReport
-from layercheck.spec import load_spec
+from layercheck.engine import runner
+from layercheck.parent.result import Report, RunReport
+from layercheck.parent.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 1024 * 1024  # GitHub's step-summary limit

@@ -57,5 +57,5 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     # The public names only: not ``annotations`` or ``TYPE_CHECKING``, nor the submodules that
-    # importing these names made attributes of the package (``layercheck.result``, ...).
+    # importing these names made attributes of the package (``layercheck.parent.result``, ...).
     return sorted(__all__)

@@ -146,7 +146,7 @@ class SpecFile(pytest.File):
         if error is not None:
             # Not raised here: pytest would repeat it as the error of every item of the file. The
             # first item errors with it, and where the user's code raised; the others are skipped.
-            from layercheck.firsthour.traces import trace_text
+            from layercheck.parent.traces import trace_text
 
             trace = trace_text(target_run.raised)
             self.build_error = f"the layer could not be checked: {error}" + (f"\n\n{trace}" if trace else "")

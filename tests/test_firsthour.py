@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from layercheck.cli import app
+from layercheck.cli.commands import app
 
 from conftest import ROOT, run_zoo
 
@@ -128,7 +128,7 @@ def test_dir_of_the_package_lists_the_public_names_only() -> None:
     layercheck.check_layer  # noqa: B018 (loads the API and, with it, most submodules)
     assert dir(layercheck) == sorted(layercheck.__all__)
     assert not {"annotations", "TYPE_CHECKING", "result", "errors", "registry"} & set(dir(layercheck))
-    assert layercheck.result.Report is layercheck.Report  # the submodules are still there, unlisted
+    assert layercheck.parent.result.Report is layercheck.Report  # the submodules are still there, unlisted
 
 
 def test_report_status_is_the_verdict_of_the_whole_report(layers: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -294,7 +294,7 @@ def test_junit_inputs_keep_their_qualifiers(layers: Path) -> None:
 
 
 def test_markdown_lists_failures_first_and_a_row_per_passing_layer() -> None:
-    from layercheck.result import CheckResult, Report, RunReport, Status
+    from layercheck.parent.result import CheckResult, Report, RunReport, Status
 
     def run(name: str, status: Status) -> RunReport:
         results = [CheckResult("signatures", "", Status.PASSED, 0.01, "1 input(s) accepted by forward " * 3),
@@ -346,7 +346,7 @@ def test_an_unknown_constructor_keyword_is_a_usage_error_with_did_you_mean(layer
                                                  "takes no keyword argument 'facter'; did you mean 'factor'?")
 
     import layercheck
-    from layercheck.loading import resolve
+    from layercheck.target.loading import resolve
 
     scale = resolve("kw.py:Scale", base_dir=layers)
     with pytest.raises(layercheck.UsageError, match="did you mean 'factor'"):
@@ -358,7 +358,7 @@ def test_every_problem_of_a_spec_is_said_in_one_pass(layers: Path) -> None:
                                      "  - layout: 8,16:BC\nchecks:\n  skp: [device]\n")
     assert usage_lines("two.yaml") == [
         "layercheck: error: two.yaml: sed: unknown key; did you mean 'seed'? (keys: "
-        + ", ".join(__import__("layercheck.spec", fromlist=["_KEYS"])._KEYS) + ")",
+        + ", ".join(__import__("layercheck.parent.spec", fromlist=["_KEYS"])._KEYS) + ")",
         'two.yaml: inputs[0].layout: "8,16,4:BCC": 2 C labels, at most one allowed',
         "two.yaml: checks.skp: unknown key; did you mean 'skip'? (keys: skip, enable)",
     ]
@@ -368,8 +368,8 @@ def test_every_problem_of_a_spec_is_said_in_one_pass(layers: Path) -> None:
 
 
 def test_the_spec_schema_page_has_a_row_per_key_with_type_default_and_example() -> None:
-    from layercheck.inputs import _INPUT_KEYS
-    from layercheck.spec import _KEYS
+    from layercheck.parent.inputs import _INPUT_KEYS
+    from layercheck.parent.spec import _KEYS
 
     text = (ROOT / "docs" / "reference" / "spec-schema.md").read_text()
     keys, inputs = text.split("## The keys")[1].split("### An input")

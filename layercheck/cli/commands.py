@@ -25,28 +25,18 @@ from typer.core import TyperGroup
 
 from layercheck._version import __version__
 from layercheck.cli import scaffold
+from layercheck.cli.commands.output import report_stream
 
 # Nothing here imports torch (runner, isolation and loading do, inside the commands that need
 # them): --help, `layercheck checks` and usage errors answer at once.
 from layercheck.parent import limits, listing
-from layercheck.parent.errors import UsageError
+from layercheck.parent.errors import SpecError, UsageError
 from layercheck.parent.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.parent.layout import Layout
 from layercheck.parent.result import ExitCode, Report
 from layercheck.parent.shards import Shard
 from layercheck.parent.sources import check_reference
 from layercheck.parent.spec import (
-from layercheck import limits, listing, scaffold
-from layercheck._version import __version__
-from layercheck.errors import SpecError, UsageError
-from layercheck.firsthour.output import report_stream
-from layercheck.inputs import InputSpec, looks_like_input, parse_input
-from layercheck.layout import Layout
-from layercheck.reporting import console as console_report
-from layercheck.reporting import registry as reporters
-from layercheck.result import ExitCode, Report
-from layercheck.shards import Shard
-from layercheck.sources import check_reference
     TargetSpec,
     find_specs,
     is_spec_path,

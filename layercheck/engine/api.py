@@ -26,12 +26,7 @@ from layercheck.parent.layout import Layout
 from layercheck.parent.plan import TargetPlan
 from layercheck.parent.result import Report, Status
 from layercheck.parent.spec import INTERPRET_SIZES, TargetSpec, parse_device, parse_tolerance
-from layercheck.errors import LoadError, UsageError
-from layercheck.firsthour.traces import trace_text
-from layercheck.inputs import InputSpec, looks_like_input, parse_input
-from layercheck.invocation import class_reference
-from layercheck.layout import Layout
-from layercheck.plan import TargetPlan
+from layercheck.parent.traces import trace_text
 from layercheck.reporting.details import label
 from layercheck.target import prepare
 from layercheck.target.subject import Target, display_name, kind_of

@@ -41,12 +41,6 @@ from layercheck.parent.errors import (
     layer_failure,
 )
 from layercheck.parent.plan import (  # re-exported: the runner's API
-from layercheck.firsthour.arguments import arguments_problem
-from layercheck.firsthour.raised import raised_at
-from layercheck.frames import user_trace
-from layercheck.loading import resolve
-from layercheck.locations import layer_location, with_backward
-from layercheck.plan import (  # re-exported: the runner's API
     Listener,
     Options,
     Progress,
@@ -63,6 +57,7 @@ from layercheck.support.accelerators import accelerators, full_float32
 from layercheck.support.containment import contained
 from layercheck.support.context import Context
 from layercheck.support.locations import layer_location, with_backward
+from layercheck.support.raised import raised_at
 from layercheck.target.frames import user_trace
 from layercheck.target.prepare import INTERPRET, KERNELS, TRITON_INSTALLED, prepare, try_once
 from layercheck.target.subject import Target

@@ -30,16 +30,9 @@ from typing import Any
 import torch
 
 from layercheck.numerics.engine import FiniteDifferences
-from layercheck import limits
-from layercheck.firsthour.subsets import factor_on_part
-from layercheck.numerics.engine import (
-    DifferentiableFunction,
-    FiniteDifferences,
-    Region,
-    element_index,
-)
 from layercheck.numerics.patterns import explain
 from layercheck.numerics.probes import DifferentiableFunction, Region, element_index
+from layercheck.numerics.subsets import factor_on_part
 from layercheck.numerics.verdict import Verdict, judge
 from layercheck.parent import limits
 from layercheck.support.context import Context

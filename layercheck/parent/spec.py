@@ -13,11 +13,7 @@ from layercheck.parent.errors import LayoutError, SpecError, did_you_mean
 from layercheck.parent.inputs import FLOATING as DTYPE_NAMES
 from layercheck.parent.inputs import InputSpec, input_from_mapping
 from layercheck.parent.layout import Layout
-from layercheck.errors import LayoutError, SpecError, did_you_mean
-from layercheck.firsthour.specerrors import every_problem
-from layercheck.inputs import FLOATING as DTYPE_NAMES
-from layercheck.inputs import InputSpec, input_from_mapping
-from layercheck.layout import Layout
+from layercheck.parent.specerrors import every_problem
 
 INTERPRET_SIZES = ("reduced", "full")  # interpret_sizes:, --interpret-sizes (Note [interpreted sizes])
 _KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance", "on", "interpret",

@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from layercheck.parent.result import Report, RunReport, Status
-from layercheck.firsthour.traces import trace_text
+from layercheck.parent.traces import trace_text
 from layercheck.reporting.details import (
     NOT_APPLICABLE,
     NOT_JUDGED,

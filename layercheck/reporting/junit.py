@@ -14,7 +14,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from layercheck.parent.result import CheckResult, Report, RunReport, Status
-from layercheck.reporting.details import details_text, interpreted_text, label, location_text, printable
 from layercheck.reporting.details import details_text, input_text, interpreted_text, label, location_text, printable
 from layercheck.reporting.registry import reporter
 

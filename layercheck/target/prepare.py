@@ -12,9 +12,6 @@ the pytest plugin, which hold a layer or a plan of their own, use :func:`target_
 
 from __future__ import annotations
 
-from layercheck.firsthour.arguments import arguments_problem
-from layercheck.parent.errors import UsageError
-
 import contextlib
 import importlib.util
 import os
@@ -24,7 +21,8 @@ from typing import Any
 
 import torch
 
-from layercheck.parent.errors import LoadError
+from layercheck.parent.arguments import arguments_problem
+from layercheck.parent.errors import LoadError, UsageError
 from layercheck.parent.plan import TargetPlan
 from layercheck.target.calling import backpropagate
 from layercheck.target.loading import resolve

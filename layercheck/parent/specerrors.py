@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from layercheck.errors import SpecError
+from layercheck.parent.errors import SpecError
 
 T = TypeVar("T")
 

@@ -20,8 +20,9 @@ from itertools import pairwise
 
 import torch
 
-from layercheck.numerics.engine import DifferentiableFunction, FiniteDifferences, Probe
+from layercheck.numerics.engine import FiniteDifferences
 from layercheck.numerics.patterns import PATTERN_DRAWS
+from layercheck.numerics.probes import DifferentiableFunction, Probe
 
 SPLITS = (2, 4)  # a dimension is cut into halves, then quarters
 DIMENSIONS = 2  # the largest dimensions are cut

@@ -11,8 +11,8 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-from layercheck.frames import chain, is_user_file
-from layercheck.locations import shown_path
+from layercheck.support.locations import shown_path
+from layercheck.target.frames import chain, is_user_file
 
 
 def user_frames(exc: BaseException) -> tuple[list[dict[str, Any]], int]:

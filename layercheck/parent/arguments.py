@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from layercheck.errors import did_you_mean
+from layercheck.parent.errors import did_you_mean
 
 
 def arguments_problem(cls: type, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
