@@ -25,7 +25,7 @@ from typer.core import TyperGroup
 
 from layercheck._version import __version__
 from layercheck.cli import scaffold
-from layercheck.cli.commands.output import report_stream
+from layercheck.cli.output import report_stream
 
 # Nothing here imports torch (runner, isolation and loading do, inside the commands that need
 # them): --help, `layercheck checks` and usage errors answer at once.
