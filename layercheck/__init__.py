@@ -18,7 +18,7 @@ from layercheck.reporting.registry import reporter
 from layercheck.result import CheckResult, ExitCode, Report, RunReport, Status
 
 if TYPE_CHECKING:
-    from layercheck.api import assert_layer_valid, check_layer
+    from layercheck.api import assert_layer_valid, assert_model_valid, check_layer, check_model
 
 __all__ = [
     "CheckFailed",
@@ -35,9 +35,11 @@ __all__ = [
     "UsageError",
     "__version__",
     "assert_layer_valid",
+    "assert_model_valid",
     "catalogue",
     "check",
     "check_layer",
+    "check_model",
     "reporter",
 ]
 
@@ -45,7 +47,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     # The API imports torch; load it on first use so that `import layercheck` (and the
     # pytest plugin, loaded by every pytest run where layercheck is installed) stays light.
-    if name in ("check_layer", "assert_layer_valid"):
+    if name in ("check_layer", "assert_layer_valid", "check_model", "assert_model_valid"):
         from layercheck import api
 
         return getattr(api, name)

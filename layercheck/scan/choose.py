@@ -41,12 +41,15 @@ class Kind:
 
     @property
     def class_name(self) -> str:
-        cls = self.call.cls
-        return f"{cls.__module__}.{cls.__qualname__}"
+        return class_name(self.call.cls)
 
 
 def class_name(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+    """``module.Qualname``; a class from a file the loader imported is named by the file's stem."""
+    module = cls.__module__
+    if module.startswith("layercheck_user_"):  # loading._import_file's name: layercheck_user_STEM_DIGEST
+        module = module.removeprefix("layercheck_user_").rpartition("_")[0]
+    return f"{module}.{cls.__qualname__}"
 
 
 def is_custom(cls: type) -> bool:
