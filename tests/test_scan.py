@@ -128,7 +128,8 @@ def test_layers_defined_outside_torch_once_per_kind_blocks_after_their_layers() 
     assert by_path["blocks.0.norm1"].paths == ["blocks.0.norm1", "blocks.0.norm2", "blocks.1.norm1",
                                                "blocks.1.norm2", "norm"]
     order = [k.path for k in found]
-    assert order.index("blocks.0.attn.rotary") < order.index("blocks.0.attn") < order.index("blocks.0") < order.index("")
+    position = order.index
+    assert position("blocks.0.attn.rotary") < position("blocks.0.attn") < position("blocks.0") < position("")
     # a block whose layer inside is configured otherwise is a kind of its own
     planted = {k.path for k in kinds(chosen(capture(tiny_lm.build(bug="grad"), sample(), {})))}
     assert {"blocks.0", "blocks.1", "blocks.0.mlp", "blocks.1.mlp"} <= planted

@@ -157,7 +157,8 @@ def model_dims(specs: Sequence[InputSpec] | None, args: Sequence[Any],
     batch: dict[int | str, int] = {}
     time: dict[int | str, int] = {}
     if specs is None:
-        for key, value in [*enumerate(args), *kwargs.items()]:
+        named: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
+        for key, value in named:
             if isinstance(value, torch.Tensor) and value.dim() > 0:
                 batch[key] = 0
         return batch, time

@@ -45,7 +45,7 @@ class Replay(nn.Module):
     def forward(self, *tensors: Any) -> Any:
         args, kwargs = fill(self.template, tensors)
         if self.function is not None:
-            return self.function.apply(*args, **kwargs)
+            return self.function.apply(*args, **kwargs)  # type: ignore[attr-defined]
         return self.layer(*args, **kwargs)
 
     def extra_repr(self) -> str:

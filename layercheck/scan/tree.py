@@ -64,7 +64,8 @@ def _below(path: str, block: str) -> bool:
 
 def _order(path: str) -> tuple[Any, ...]:
     module, _, function = path.partition("/")
-    return (*((int(p) if p.isdigit() else -1, p) for p in module.split(".") if p), *([(1 << 30, function)] * bool(function)))
+    parts = [(int(p) if p.isdigit() else -1, p) for p in module.split(".") if p]
+    return (*parts, *([(1 << 30, function)] if function else []))  # a Function after the module's layers
 
 
 def label(row: dict[str, Any]) -> str:
@@ -88,7 +89,8 @@ def lines(report: Report) -> list[tuple[int, str, str]]:
         elif row["failed"]:
             text += f"  {', '.join(row['failed'])}"
         if row["inside"]:
-            text += f"  (where {', '.join(p or '(model)' for p in row['inside'])} inside it fails too: look there first)"
+            inside = ", ".join(p or "(model)" for p in row["inside"])
+            text += f"  (where {inside} inside it fails too: look there first)"
         out.append((depth, row["status"], text))
     return out
 
