@@ -245,3 +245,20 @@ def test_clean_model_passes_every_default_check() -> None:
     result = invoke("scan", TINY, *INPUTS)
     assert result.exit_code == 0, result.output
     assert "7 passed" in result.output
+
+
+def test_every_report_format_names_the_layers_by_their_path(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    outputs = [tmp_path / name for name in ("r.json", "r.xml", "r.md")]
+    result = invoke("scan", TINY, "--kwarg", "bug=batch", *INPUTS, "--check", "observations",
+                    *(arg for path in outputs for arg in ("--output", str(path))))
+    assert result.exit_code == 1, result.output
+    report = load(outputs[0].read_text())
+    assert "blocks.1.norm1 (RMSNorm)" in [run.target for run in report.runs]
+    suites = {s.get("name"): s for s in ET.fromstring(outputs[1].read_text()).findall("testsuite")}
+    assert suites["blocks.1.norm1 (RMSNorm)"].get("failures") == "1"
+    assert suites["blocks.0.norm1 (RMSNorm)"].get("failures") == "0"
+    markdown = outputs[2].read_text()
+    assert "**Model scan**: 9 kinds of layer (16 calls): 3 failed, 6 passed" in markdown
+    assert "failed `blocks.1.norm1 (RMSNorm)  2,6,16:BTC  observations`" in markdown

@@ -53,11 +53,11 @@ def check_model(model: nn.Module, *inputs: Any, include: Sequence[str] = (), exc
         raise TypeError("check_model takes tensors, or layouts for every input, not both")
     else:
         args, kwargs = list(inputs), dict(kw_inputs)
-    batch, when = model_dims(specs, args, kwargs)
+    dims = model_dims(specs, args, kwargs)
     with contextlib.ExitStack() as stack:
         folder = Path(write_specs) if write_specs is not None else Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="layercheck-scan-")))
-        survey, entries = scan_to_folder(model, args, kwargs, folder, batch=batch, time=when, include=include,
+        survey, entries = scan_to_folder(model, args, kwargs, folder, dims=dims, include=include,
                                          exclude=exclude, seed=seed)
         runs = []
         for kind, entry in zip(survey.kinds, entries):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import fnmatch
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,10 @@ import torch
 
 from layercheck.scan.capture import Call
 from layercheck.scan.replay import Replay, leaves, replay
+
+# Attributes that number a layer's place in the model (transformers' layer_idx): two decoder
+# layers that differ only there are one kind.
+_PLACE = re.compile(r"(^|_)(idx|index|layer_id|layer_number|layer_num)$")
 
 # Values a captured call may hold besides its tensor inputs: written as they are and passed again.
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.layout,
@@ -108,7 +113,8 @@ def _key(call: Call) -> Any:
     # the configuration of the module and of every module inside it (a block's layers' flags)
     config = tuple((name, type(m), m.extra_repr(),
                     tuple(sorted((k, repr(v)) for k, v in vars(m).items()
-                                 if not k.startswith("_") and k != "training" and isinstance(v, _PLAIN))))
+                                 if not k.startswith("_") and k != "training" and isinstance(v, _PLAIN)
+                                 and not _PLACE.search(k))))
                    for name, m in module.named_modules())
     tensors = tuple((name, tuple(t.shape), t.dtype, t.requires_grad)
                     for name, t in [*module.named_parameters(), *module.named_buffers()])

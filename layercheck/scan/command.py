@@ -44,10 +44,10 @@ def prepare(spec: ModelSpec, folder: Path, *, seed: int) -> Prepared:
     else:
         specs = spec.inputs
         args, kwargs = drawn_inputs(specs, seed)
-    batch, time = model_dims(specs, args, kwargs)
+    dims = model_dims(specs, args, kwargs)
     where, _ = split_reference(spec.model)
     imports = [str((spec.base_dir / where).resolve())] if is_file_reference(where) else []
-    survey, entries = scan_to_folder(model, args, kwargs, folder, batch=batch, time=time, include=spec.include,
+    survey, entries = scan_to_folder(model, args, kwargs, folder, dims=dims, include=spec.include,
                                      exclude=spec.exclude, imports=imports, seed=seed)
     return Prepared(entries, survey.notes, [(e.path, e.cls, e.layouts) for e in entries if e.skipped is None])
 

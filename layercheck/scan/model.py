@@ -87,10 +87,14 @@ class Survey:
     notes: list[str] = field(default_factory=list)
 
 
-def survey(model: nn.Module, args: Sequence[Any], kwargs: dict[str, Any], *, batch: dict[int | str, int],
-           time: dict[int | str, int], include: Sequence[str] = (), exclude: Sequence[str] = ()) -> Survey:
+Dims = dict[int | str, tuple[int, ...]]  # model input (position or keyword) -> its dimensions of one label
+
+
+def survey(model: nn.Module, args: Sequence[Any], kwargs: dict[str, Any], *, dims: dict[str, Dims],
+           include: Sequence[str] = (), exclude: Sequence[str] = ()) -> Survey:
     """Capture the sample forward, choose and group the layers, infer their layouts from the
-    forwards at a batch (``batch``: input -> its B dimension) and a time (``time``) one longer.
+    forwards at a batch and a time one longer and at spatial sizes twice as large (``dims``:
+    label -> each model input's dimensions of that label).
     Raises UsageError where the inputs do not fit the model's forward, ForwardRaised where the
     forward raises."""
     _check_signature(model, args, kwargs)
@@ -98,19 +102,20 @@ def survey(model: nn.Module, args: Sequence[Any], kwargs: dict[str, Any], *, bat
     found = kinds(chosen(calls, include, exclude))
     notes: list[str] = []
     followed: dict[str, tuple[int, dict[tuple[str, int], Any] | None]] = {}
-    for label, dims in (("B", batch), ("T", time)):
-        if not dims:
+    for label, of_label in dims.items():
+        if not of_label:
             continue
-        sizes = {_size(args, kwargs, key, dim) for key, dim in dims.items()}
-        if len(sizes) != 1:
+        sizes = {_size(args, kwargs, key, dim) for key, positions in of_label.items() for dim in positions}
+        if len(sizes) != 1 and label != "S":
             raise UsageError(f"the model's inputs disagree on their {label} size ({sorted(sizes)}): give them one")
-        more_args = [grown(x, dims[i]) if i in dims else x for i, x in enumerate(args)]
-        more_kwargs = {k: grown(x, dims[k]) if k in dims else x for k, x in kwargs.items()}
+        double = label == "S"
+        more_args = [grown(x, of_label[i], double=double) if i in of_label else x for i, x in enumerate(args)]
+        more_kwargs = {k: grown(x, of_label[k], double=double) if k in of_label else x for k, x in kwargs.items()}
         try:
             followed[label] = (sizes.pop(), matching(capture(model, more_args, more_kwargs)))
         except ForwardRaised as exc:
-            notes.append(f"the model's forward with a {label} dimension one longer raised ({exc}): no dimension of "
-                         f"its layers' inputs is labelled {label}")
+            notes.append(f"the model's forward with its {label} dimensions {'doubled' if double else 'one longer'} "
+                         f"raised ({exc}): no dimension of its layers' inputs is labelled {label}")
     layouts: list[list[Layout] | None] = []
     for kind in found:
         if kind.skipped is not None:
@@ -142,34 +147,28 @@ def _check_signature(model: nn.Module, args: Sequence[Any], kwargs: dict[str, An
 
 
 def scan_to_folder(model: nn.Module, args: Sequence[Any], kwargs: dict[str, Any], folder: Path, *,
-                   batch: dict[int | str, int], time: dict[int | str, int], include: Sequence[str] = (),
-                   exclude: Sequence[str] = (), imports: Sequence[str] = (),
-                   seed: int | None = None) -> tuple[Survey, list[ScanEntry]]:
+                   dims: dict[str, Dims], include: Sequence[str] = (), exclude: Sequence[str] = (),
+                   imports: Sequence[str] = (), seed: int | None = None) -> tuple[Survey, list[ScanEntry]]:
     """Survey the model and write a spec for each kind of layer into ``folder``."""
-    found = survey(model, args, kwargs, batch=batch, time=time, include=include, exclude=exclude)
+    found = survey(model, args, kwargs, dims=dims, include=include, exclude=exclude)
     return found, write_specs(found.kinds, found.layouts, folder, imports=imports, seed=seed)
 
 
-def model_dims(specs: Sequence[InputSpec] | None, args: Sequence[Any],
-               kwargs: dict[str, Any]) -> tuple[dict[int | str, int], dict[int | str, int]]:
-    """Each model input's B and T dimension: from its layout, or (inputs read from a file, no
+def model_dims(specs: Sequence[InputSpec] | None, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Dims]:
+    """Each model input's B, T and S dimensions: from its layout, or (inputs read from a file, no
     layouts) the first dimension of every tensor of at least one, taken as the batch."""
-    batch: dict[int | str, int] = {}
-    time: dict[int | str, int] = {}
+    dims: dict[str, Dims] = {"B": {}, "T": {}, "S": {}}
     if specs is None:
         named: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
         for key, value in named:
             if isinstance(value, torch.Tensor) and value.dim() > 0:
-                batch[key] = 0
-        return batch, time
-    keys: list[int | str] = []
+                dims["B"][key] = (0,)
+        return dims
     position = 0
     for spec in specs:
-        keys.append(spec.name if spec.name is not None else position)
+        key: int | str = spec.name if spec.name is not None else position
         position += spec.name is None
-    for key, spec in zip(keys, specs):
-        if spec.layout.batch_dim is not None:
-            batch[key] = spec.layout.batch_dim
-        if spec.layout.finddim("T"):
-            time[key] = spec.layout.finddim("T")[0]
-    return batch, time
+        for label in dims:
+            if spec.layout.finddim(label):
+                dims[label][key] = spec.layout.finddim(label)[:1] if label != "S" else spec.layout.finddim(label)
+    return dims

@@ -44,7 +44,12 @@ def arrange(report: Report, entries: Sequence[ScanEntry]) -> Report:
             row["inside"] = [other["path"] for other in rows if other is not row and other["status"] in
                              ("failed", "error") and any(_below(p, q) for p in other["paths"] for q in row["paths"])]
     rows.sort(key=lambda row: _order(row["path"]))
-    return dataclasses.replace(report, scan=rows)
+    # every report format names each layer by its path in the model, not by its spec file
+    names = {row["target"]: label(row) for row in rows if row["target"] is not None}
+    for row in rows:
+        row["target"] = names.get(row["target"])
+    renamed = [dataclasses.replace(run, target=names.get(run.target, run.target)) for run in report.runs]
+    return dataclasses.replace(report, runs=renamed, scan=rows)
 
 
 def _failed(run: RunReport | None) -> list[str]:
