@@ -125,7 +125,8 @@ def main() -> int:
                                                                                        "skipped")}
         print(f"{name}: {len(rows)} kinds of layer ({sum(r['count'] for r in rows)} calls): "
               + ", ".join(f"{n} {s}" for s, n in counts.items())
-              + f"; {wall:.0f} s wall, {cpu:.0f} s CPU = {cpu / one:.0f} x one forward+backward ({one * 1e3:.1f} ms CPU)")
+              + f"; {wall:.0f} s wall, {cpu:.0f} s CPU = {cpu / one:.0f} x one forward+backward "
+              f"({one * 1e3:.1f} ms CPU)")
         for row in rows:
             if row["status"] != "passed":
                 unexplained += row["status"] != "skipped"

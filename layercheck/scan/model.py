@@ -160,9 +160,9 @@ def model_dims(specs: Sequence[InputSpec] | None, args: Sequence[Any], kwargs: d
     dims: dict[str, Dims] = {"B": {}, "T": {}, "S": {}}
     if specs is None:
         named: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
-        for key, value in named:
+        for name, value in named:
             if isinstance(value, torch.Tensor) and value.dim() > 0:
-                dims["B"][key] = (0,)
+                dims["B"][name] = (0,)
         return dims
     position = 0
     for spec in specs:
