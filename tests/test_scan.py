@@ -262,3 +262,36 @@ def test_every_report_format_names_the_layers_by_their_path(tmp_path: Path) -> N
     markdown = outputs[2].read_text()
     assert "**Model scan**: 9 kinds of layer (16 calls): 3 failed, 6 passed" in markdown
     assert "failed `blocks.1.norm1 (RMSNorm)  2,6,16:BTC  observations`" in markdown
+
+
+# -- specs with captured inputs ------------------------------------------------------------------
+
+def test_a_layer_spec_reads_its_inputs_from_inputs_file(tmp_path: Path) -> None:
+    from layercheck.errors import SpecError
+    from layercheck.spec import load_spec
+    from layercheck.subject import Target
+
+    positions = torch.tensor([[3, 1, 0]])
+    torch.save([torch.tensor([[0.5, -2.0, 7.0]]), positions], tmp_path / "in.pt")
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text("layer: torch.nn:Identity\ninputs_file: in.pt\n"
+                         "inputs: [{layout: '1,3:BC'}, {layout: '1,3:BT', dtype: int64}]\n")
+    spec = load_spec(spec_file)
+    target = Target(nn.Identity, spec.inputs)
+    x, ids = target.inputs(torch.float32)
+    assert x.dtype == torch.float32 and x.tolist() == [[0.5, -2.0, 7.0]] and torch.equal(ids, positions)
+    spec_file.write_text("layer: torch.nn:Identity\ninputs_file: in.pt\n"
+                         "inputs: [{layout: '1,3:BC', values: positive}]\n")
+    with pytest.raises(SpecError, match="values: an input read from inputs_file: has the values saved there"):
+        load_spec(spec_file)
+    spec_file.write_text("layer: torch.nn:Identity\ninputs_file: nowhere.pt\ninputs: [{layout: '1,3:BC'}]\n")
+    with pytest.raises(SpecError, match="inputs_file: no such file"):
+        load_spec(spec_file)
+
+
+def test_a_saved_layer_that_is_not_one_is_an_error_run(tmp_path: Path) -> None:
+    torch.save({"something": 1}, tmp_path / "odd.pt")
+    (tmp_path / "s.yaml").write_text("layer: odd.pt\ninputs: [{layout: '2,3:BC'}]\n")
+    result = invoke("run", str(tmp_path / "s.yaml"), "--format", "json")
+    assert result.exit_code == 1
+    assert "not a layer saved by layercheck scan" in load(result.stdout).runs[0].error
