@@ -295,3 +295,20 @@ def test_a_saved_layer_that_is_not_one_is_an_error_run(tmp_path: Path) -> None:
     result = invoke("run", str(tmp_path / "s.yaml"), "--format", "json")
     assert result.exit_code == 1
     assert "not a layer saved by layercheck scan" in load(result.stdout).runs[0].error
+
+
+def test_html_report_holds_the_tree_linking_each_layer_to_its_run() -> None:
+    from layercheck.reporting.html import render
+    from layercheck.result import Report, RunReport
+    from layercheck.scan.tree import ScanEntry, arrange
+
+    runs = [RunReport(target="/s/1_norm.yaml", kind="module", inputs=[], seed=0, seconds=0.1, results=[]),
+            RunReport(target="/s/2_model.yaml", kind="module", inputs=[], seed=0, seconds=0.2, results=[])]
+    entries = [ScanEntry("norm", "m.RMSNorm", ("norm",), ("2,4:BC",), spec="/s/1_norm.yaml"),
+               ScanEntry("", "m.Net", ("",), ("2,4:BC",), spec="/s/2_model.yaml"),
+               ScanEntry("odd", "m.Odd", ("odd",), (), skipped="called with a m.Cache argument")]
+    report = arrange(Report(runs=runs, environment={}, version="0", seconds=0.3), entries)
+    page = render(report)
+    assert "Model scan" in page and '<a href="#run-1"><code>norm (RMSNorm)  2,4:BC</code></a>' in page
+    assert "odd (Odd)  skipped: called with a m.Cache argument" in page
+    assert [run.target for run in report.runs] == ["norm (RMSNorm)", "(model) (Net)"]
