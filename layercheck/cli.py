@@ -296,45 +296,22 @@ def scan_command(
     options["skip"] = [*(options["skip"] or []), *spec.skip] or None
     options["enable"] = [*(options["enable"] or []), *spec.enable] or None
     seed = options["seed"] if options["seed"] is not None else (spec.seed or 0)
+    from layercheck.scan.command import Unscannable, prepare
+
     with contextlib.ExitStack() as stack:
         folder = write_specs or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="layercheck-scan-")))
-        prepared = _prepared(spec, folder, seed, quiet=options["quiet"])
-        if not any(entry.spec for entry in prepared.entries):
-            skipped = sum(entry.skipped is not None for entry in prepared.entries)
-            raise UsageError(f"{spec.model}: nothing to check: the model holds no layer defined outside torch"
-                             + (f" that can be replayed ({skipped} skipped)" if skipped else "")
-                             + "; --include torch.nn checks torch's own layers too")
-        from layercheck.scan.tree import arrange
-
-        token = _arranged.set(lambda report: arrange(report, prepared.entries))
+        try:
+            prepared = prepare(spec, folder, seed=seed)
+        except Unscannable as exc:  # the model cannot be built, or its forward raises: exit 1
+            _stderr().print(str(exc), markup=False)
+            raise typer.Exit(ExitCode.INVALID_LAYER) from None
+        if not options["quiet"]:
+            _stderr().print("\n".join(prepared.lines(folder)), markup=False)
+        token = _arranged.set(prepared.arrange)
         try:
             run(targets=[str(folder)], layout=None, call_kwarg=None, shard=None, arg=None, kwarg=None, **options)
         finally:
             _arranged.reset(token)
-
-
-def _prepared(spec: Any, folder: Path, seed: int, *, quiet: bool) -> Any:
-    """The model surveyed and its specs written; the inferred layouts printed (stderr). A model
-    that cannot be built or whose forward raises: its message (and traceback), exit 1."""
-    from layercheck.errors import LoadError
-    from layercheck.scan.capture import ForwardRaised
-    from layercheck.scan.command import prepare
-
-    try:
-        prepared = prepare(spec, folder, seed=seed)
-    except LoadError as exc:
-        if isinstance(exc, ForwardRaised):
-            _stderr().print(exc.trace.rstrip(), markup=False)
-        _stderr().print(f"layercheck: error: {exc}", markup=False)
-        raise typer.Exit(ExitCode.INVALID_LAYER) from None
-    if not quiet:
-        for note in prepared.notes:
-            _stderr().print(f"note: {note}", markup=False)
-        for path, cls, layouts in prepared.layouts:
-            _stderr().print(f"{path or '(model)'} ({cls.rpartition('.')[2]}): {' '.join(layouts)}", markup=False)
-        if prepared.layouts:
-            _stderr().print(f"specs written to {folder}", markup=False)
-    return prepared
 
 
 @app.command("report")

@@ -11,21 +11,54 @@ from typing import Any
 
 from layercheck.errors import UsageError
 from layercheck.inputs import InputSpec
+from layercheck.result import Report
 from layercheck.scan.modelspec import ModelSpec
-from layercheck.scan.tree import ScanEntry
+from layercheck.scan.tree import ScanEntry, arrange
+
+
+class Unscannable(Exception):
+    """The model cannot be built, or its sample forward raises: the message (with the traceback)."""
 
 
 @dataclass(frozen=True)
 class Prepared:
+    """The kinds of layer found and the specs written for them."""
+
     entries: list[ScanEntry]
     notes: list[str]
-    layouts: list[tuple[str, str, tuple[str, ...]]]  # (path, class, inferred layouts) per kind checked
+
+    def lines(self, folder: Path) -> list[str]:
+        """What the command line prints before the checks: notes, each layer's inferred layouts."""
+        checked = [entry for entry in self.entries if entry.skipped is None]
+        return [*(f"note: {note}" for note in self.notes),
+                *(f"{e.path or '(model)'} ({e.cls.rpartition('.')[2]}): {' '.join(e.layouts)}" for e in checked),
+                f"specs written to {folder}"]
+
+    def arrange(self, report: Report) -> Report:
+        """The report of the specs' run with the scan's tree."""
+        return arrange(report, self.entries)
 
 
 def prepare(spec: ModelSpec, folder: Path, *, seed: int) -> Prepared:
     """Build the model of ``spec``, survey it and write its specs into ``folder``. Raises
-    UsageError for inputs that do not fit, LoadError where the model cannot be built or its
-    forward raises (ForwardRaised)."""
+    UsageError for inputs that do not fit or a model with nothing to check, Unscannable where
+    the model cannot be built or its forward raises."""
+    from layercheck.errors import LoadError
+
+    try:
+        prepared = _prepare(spec, folder, seed=seed)
+    except LoadError as exc:
+        trace = getattr(exc, "trace", "")
+        raise Unscannable((trace.rstrip() + "\n" if trace else "") + f"layercheck: error: {exc}") from None
+    if not any(entry.spec for entry in prepared.entries):
+        skipped = sum(entry.skipped is not None for entry in prepared.entries)
+        raise UsageError(f"{spec.model}: nothing to check: the model holds no layer defined outside torch"
+                         + (f" that can be replayed ({skipped} skipped)" if skipped else "")
+                         + "; --include torch.nn checks torch's own layers too")
+    return prepared
+
+
+def _prepare(spec: ModelSpec, folder: Path, *, seed: int) -> Prepared:
     from layercheck.loading import TargetNotFound, resolve
     from layercheck.scan.model import build_model, drawn_inputs, load_weights, model_dims, read_inputs, scan_to_folder
     from layercheck.sources import is_file_reference, split_reference
@@ -49,7 +82,7 @@ def prepare(spec: ModelSpec, folder: Path, *, seed: int) -> Prepared:
     imports = [str((spec.base_dir / where).resolve())] if is_file_reference(where) else []
     survey, entries = scan_to_folder(model, args, kwargs, folder, dims=dims, include=spec.include,
                                      exclude=spec.exclude, imports=imports, seed=seed)
-    return Prepared(entries, survey.notes, [(e.path, e.cls, e.layouts) for e in entries if e.skipped is None])
+    return Prepared(entries, survey.notes)
 
 
 def model_spec(target: str, *, inputs: Sequence[InputSpec], inputs_file: Path | None, weights: Path | None,
