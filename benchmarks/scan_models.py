@@ -4,6 +4,8 @@
 
 - ``llama``: transformers' LlamaForCausalLM, 2 layers, hidden 32 (RMSNorm, rotary embedding,
   attention with a padding mask and position ids, gated MLP), on token ids and a padding mask;
+- ``llama_planted``: the same with one bug planted in one layer (a post-attention RMSNorm whose
+  variance is taken over the whole batch), which ``observations`` must find there;
 - ``convnext``: timm's ConvNeXt with small widths (LayerNorm2d, its Mlp, GELU, the classifier head);
 - ``xtransformers``: x-transformers' TransformerWrapper over a 2-layer Decoder with rotary
   embeddings and a GLU feed-forward.
@@ -49,6 +51,29 @@ def llama() -> nn.Module:
     return LlamaForCausalLM(config)
 
 
+def llama_planted() -> nn.Module:
+    """The same Llama with one bug planted in one layer: the second layer's post-attention RMSNorm
+    takes its variance over the whole batch, not each token (``observations`` must fail there)."""
+    model = llama()
+    norm = model.model.layers[1].post_attention_layernorm
+    leaking = BatchLeakingRMSNorm(norm.weight.shape[0])
+    leaking.load_state_dict(norm.state_dict())
+    model.model.layers[1].post_attention_layernorm = leaking
+    return model
+
+
+try:
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm as _RMSNorm
+except ImportError:  # transformers not installed: the model is left out
+    _RMSNorm = nn.Module  # type: ignore[misc, assignment]
+
+
+class BatchLeakingRMSNorm(_RMSNorm):  # type: ignore[misc, valid-type]
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        variance = hidden_states.float().pow(2).mean()  # the bug: .mean(-1, keepdim=True) is right
+        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon)).to(hidden_states.dtype)
+
+
 def convnext() -> nn.Module:
     from timm.models.convnext import ConvNeXt
 
@@ -64,8 +89,11 @@ def xtransformers() -> nn.Module:
 
 TOKENS = "2,8:BT dtype=int64 values=0:100"
 PADDING = "2,8:BT dtype=bool values=0.8"
+# where a planted bug must be found: model -> (path, check)
+PLANTED = {"llama_planted": ("model.layers.1.post_attention_layernorm", "observations")}
 MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[str, ...], str]] = {
     "llama": (llama, (TOKENS, PADDING), "transformers"),
+    "llama_planted": (llama_planted, (TOKENS, PADDING), "transformers"),
     "convnext": (convnext, ("2,3,32,32:BCSS",), "timm"),
     "xtransformers": (xtransformers, (TOKENS,), "x-transformers"),
 }
@@ -127,9 +155,14 @@ def main() -> int:
               + ", ".join(f"{n} {s}" for s, n in counts.items())
               + f"; {wall:.0f} s wall, {cpu:.0f} s CPU = {cpu / one:.0f} x one forward+backward "
               f"({one * 1e3:.1f} ms CPU)")
+        planted = PLANTED.get(name)
         for row in rows:
+            if planted and row["path"] == planted[0]:
+                found = planted[1] in row["failed"]
+                unexplained += not found
+                print(f"  planted bug in {planted[0]}: {'found by' if found else 'MISSED by'} {planted[1]}")
             if row["status"] != "passed":
-                unexplained += row["status"] != "skipped"
+                unexplained += row["status"] != "skipped" and not planted  # around a planted bug blocks fail too
                 print(f"  {row['status']}: {row['path'] or '(model)'} ({row['class']}): "
                       f"{', '.join(row['failed']) or row['reason']}")
     return 1 if unexplained else 0
