@@ -19,7 +19,7 @@ from layercheck.parent.result import CheckResult, ExitCode, Report, RunReport, S
 from layercheck.reporting.registry import reporter
 
 if TYPE_CHECKING:
-    from layercheck.engine.api import assert_layer_valid, check_layer
+    from layercheck.engine.api import assert_layer_valid, assert_model_valid, check_layer, check_model
 
 _moved.install()  # the old module paths (layercheck.runner, ...) for a release, with a warning; old path: kept
 
@@ -38,9 +38,11 @@ __all__ = [
     "UsageError",
     "__version__",
     "assert_layer_valid",
+    "assert_model_valid",
     "catalogue",
     "check",
     "check_layer",
+    "check_model",
     "reporter",
 ]
 
@@ -48,7 +50,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     # The API imports torch; load it on first use so that `import layercheck` (and the
     # pytest plugin, loaded by every pytest run where layercheck is installed) stays light.
-    if name in ("check_layer", "assert_layer_valid"):
+    if name in ("check_layer", "assert_layer_valid", "check_model", "assert_model_valid"):
         from layercheck.engine import api
 
         return getattr(api, name)

@@ -71,9 +71,9 @@ def shown_commands(page: Path) -> list[Shown]:
 
 SHOWN = [shown for page in PAGES for shown in shown_commands(page)]
 LAYERCHECK = [s for s in SHOWN if s.command.startswith("layercheck ")]
-# Full-size runs of the bundled specs, torch.compile and Triton's interpreter take 10-30 s each: the slow tier
-# runs them.
-SLOW = ("run specs", "--enable compile", "--enable autocast", "--interpret", "distributed")
+# Full-size runs of the bundled specs, torch.compile, Triton's interpreter and a model's scan take 10-60 s each:
+# the slow tier runs them.
+SLOW = ("run specs", "--enable compile", "--enable autocast", "--interpret", "distributed", "scan ")
 
 
 def _params() -> list[Any]:

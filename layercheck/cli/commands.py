@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import importlib.metadata
+import inspect
 import json
 import os
 import platform
@@ -242,10 +244,77 @@ def run(
             from layercheck.parent import isolation  # the workers import torch; this process does not
 
             report = isolation.run(plans, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
+    report = _arranged.get()(report)  # a scan's tree (layercheck scan)
     _emit(report, fmt, files, out, quiet=quiet, verbose=verbose)
     if report.interrupted:
         _stderr().print(f"layercheck: interrupted: the report holds the {len(report.runs)} target(s) checked so far", markup=False)
     raise typer.Exit(report.exit_code)
+
+
+# What `run` does to its report before it is written: `scan` adds its tree of module paths.
+_arranged: contextvars.ContextVar[Callable[[Report], Report]] = contextvars.ContextVar("_arranged",
+                                                                                   default=lambda report: report)
+_RUN_ONLY = ("targets", "layout", "call_kwarg", "shard")  # run's options that scan does not take
+
+
+def _with_run_options(fn: F) -> F:
+    """``fn`` takes run's options besides its own (declared once, on run): its ``**options``."""
+    own = inspect.signature(fn, eval_str=True)
+    shared = [p for name, p in inspect.signature(run, eval_str=True).parameters.items()
+              if name not in _RUN_ONLY and name not in own.parameters]
+    mine = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    fn.__signature__ = own.replace(parameters=[*mine, *shared])  # type: ignore[attr-defined]
+    fn.__annotations__ = {p.name: p.annotation for p in fn.__signature__.parameters.values()}  # type: ignore[attr-defined]
+    return fn
+
+
+@app.command("scan")
+@_usage_errors
+@_with_run_options
+def scan_command(
+    target: Annotated[str, typer.Argument(metavar="MODEL", hidden=True, show_default=False)],
+    input: Annotated[list[str] | None, typer.Option("--input", "-i", metavar="'SIZES:FORMAT [dtype=T] [values=V]'", help="One positional sample input of the model, in call order (repeat per input), in --layout's syntax: e.g. --input '2,16:BT dtype=int64 values=0:100'.")] = None,
+    inputs: Annotated[Path | None, typer.Option("--inputs", metavar="FILE.pt", help="Saved sample inputs (torch.save): a tensor, a tuple of inputs, or a dict of keyword inputs; the first dimension of each is taken as the batch.")] = None,
+    weights: Annotated[Path | None, typer.Option("--weights", metavar="FILE", help="Load this state_dict into the model first, so the verdicts are on trained values.")] = None,
+    include: Annotated[list[str] | None, typer.Option("--include", metavar="PATTERN", help="Check the layers of this class or path too (a class name, a module prefix such as torch.nn, or a glob of paths: 'layers.*.mlp'); repeatable.")] = None,
+    exclude: Annotated[list[str] | None, typer.Option("--exclude", metavar="PATTERN", help="Do not check the layers of this class or path (as --include); repeatable.")] = None,
+    write_specs: Annotated[Path | None, typer.Option("--write-specs", metavar="DIR", file_okay=False, help="Write one spec per layer checked into DIR, with its captured inputs and layer saved beside it: layercheck run DIR/NAME.yaml checks it alone (default: a temporary folder, removed).")] = None,
+    **options: Any,
+) -> None:
+    """Check every custom layer of a model at the inputs one sample forward gives it, and exit
+    as run does (0, 1 or 2).
+
+    MODEL is a module class or a factory function (path/to/model.py:Net, package.module:build,
+    built with --arg and --kwarg) or a model spec (a YAML file with model:). One forward in
+    predict mode records every submodule's call; each distinct layer whose class is defined
+    outside torch (and each autograd.Function applied inside) is checked once per kind, as
+    run checks a spec, on the inputs the model gave it; the report is a tree of module paths."""
+    from layercheck.parent.inputs import parse_input
+    from layercheck.scan.command import model_spec
+
+    sample = [parse_input(text, where="--input") for text in input or []]
+    spec = model_spec(target, inputs=sample, inputs_file=inputs, weights=weights, include=include or [],
+                      exclude=exclude or [], args=[_yaml_value(t, "--arg") for t in options.pop("arg") or []],
+                      kwargs=dict(_keyword(t) for t in options.pop("kwarg") or []))
+    options["skip"] = [*(options["skip"] or []), *spec.skip] or None
+    options["enable"] = [*(options["enable"] or []), *spec.enable] or None
+    seed = options["seed"] if options["seed"] is not None else (spec.seed or 0)
+    from layercheck.scan.command import Unscannable, prepare
+
+    with contextlib.ExitStack() as stack:
+        folder = write_specs or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="layercheck-scan-")))
+        try:
+            prepared = prepare(spec, folder, seed=seed)
+        except Unscannable as exc:  # the model cannot be built, or its forward raises: exit 1
+            _stderr().print(str(exc), markup=False)
+            raise typer.Exit(ExitCode.INVALID_LAYER) from None
+        if not options["quiet"]:
+            _stderr().print("\n".join(prepared.lines(folder)), markup=False)
+        token = _arranged.set(prepared.arrange)
+        try:
+            run(targets=[str(folder)], layout=None, call_kwarg=None, shard=None, arg=None, kwarg=None, **options)
+        finally:
+            _arranged.reset(token)
 
 
 @app.command("report")

@@ -108,6 +108,28 @@ def assert_layer_valid(layer: nn.Module | type, *layouts: Layout | str, **option
     raise AssertionError(failure_message(report))
 
 
+def check_model(model: nn.Module, *inputs: Any, **options_and_inputs: Any) -> Report:
+    """Check every custom layer of a model at the inputs one sample forward gives it: see
+    :func:`layercheck.scan.check.check_model`."""
+    from layercheck.scan.check import check_model as scan
+
+    return scan(model, *inputs, **options_and_inputs)
+
+
+def assert_model_valid(model: nn.Module, *inputs: Any, **options_and_inputs: Any) -> Report:
+    """Like :func:`check_model`, but raise ``AssertionError`` naming every failed layer (its path)
+    and check unless every layer passes; returns the report."""
+    __tracebackhide__ = True
+    report = check_model(model, *inputs, **options_and_inputs)
+    if report.passed:
+        return report
+    from layercheck.scan.tree import label as layer_label
+
+    failed = [f"{layer_label(row)}: {', '.join(row['failed']) or row['status']}" for row in report.scan or []
+              if row["status"] in ("failed", "error")]
+    raise AssertionError("layers failed: " + "; ".join(failed) + "\n" + failure_message(report))
+
+
 def failure_message(report: Report) -> str:
     """What went wrong in a report, one block per problem: for an assertion or a test failure.
     The first line names the checks (pytest's short summary shows only its beginning)."""

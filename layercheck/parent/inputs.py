@@ -31,6 +31,7 @@ DTYPES = ("float", *FLOATING, *INTEGER, "bool")
 """``float`` follows the dtype each check runs in (float32, float64, ...); the others are fixed."""
 
 DISTRIBUTIONS = ("normal", "uniform", "positive", "integers", "bernoulli")
+CAPTURED = "captured"  # the values a model gave the layer, read from a spec's inputs_file: (layercheck scan)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ class InputSpec:
     values: Values = field(default_factory=Values)
     requires_grad: bool | None = None  # None: true for floating inputs
     name: str | None = None  # passed by keyword when set
+    # (file, index): the captured tensor this input is, from a spec's inputs_file: (its values
+    # distribution is CAPTURED); None for a drawn input
+    captured: tuple[str, int] | None = None
 
     @property
     def floating(self) -> bool:
@@ -164,8 +168,10 @@ _INPUT_KEYS = ("layout", "dtype", "values", "requires_grad")
 _VALUE_KEYS = ("distribution", "mean", "std", "low", "high", "p")
 
 
-def input_from_mapping(item: Mapping[Any, Any], layout: Layout, where: str, *, name: str | None = None) -> InputSpec:
-    """An ``inputs:`` entry (its layout already parsed). Raises SpecError naming ``where``."""
+def input_from_mapping(item: Mapping[Any, Any], layout: Layout, where: str, *, name: str | None = None,
+                       captured: tuple[str, int] | None = None) -> InputSpec:
+    """An ``inputs:`` entry (its layout already parsed). Raises SpecError naming ``where``.
+    ``captured``: the entry is that tensor of the spec's inputs_file (no values: of its own)."""
     for key in item:
         if key not in _INPUT_KEYS:
             raise SpecError(f"{where}.{key}: unknown key; expected one of {', '.join(_INPUT_KEYS)}")
@@ -175,6 +181,14 @@ def input_from_mapping(item: Mapping[Any, Any], layout: Layout, where: str, *, n
     requires = item.get("requires_grad")
     if requires is not None and not isinstance(requires, bool):
         raise SpecError(f"{where}.requires_grad: expected true or false, got {requires!r}")
+    if captured is not None:
+        if "values" in item:
+            raise SpecError(f"{where}.values: an input read from inputs_file: has the values saved there")
+        if dtype not in DTYPES:
+            raise SpecError(f"{where}.dtype: unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+        if requires and not (dtype == "float" or dtype in FLOATING):
+            raise SpecError(f"{where}.requires_grad: {dtype} inputs take no gradient")
+        return InputSpec(layout, dtype, Values(CAPTURED), requires, name, captured)
     try:
         return make_input(layout, dtype=dtype, values=item.get("values"), requires_grad=requires, name=name)
     except SpecError as exc:

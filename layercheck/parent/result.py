@@ -190,6 +190,8 @@ class Report:
     version: str
     seconds: float
     interrupted: bool = False
+    # layercheck scan: one entry per kind of layer found in the model (layercheck.scan.tree), else None
+    scan: list[dict[str, Any]] | None = None
 
     SCHEMA = "layercheck.report/1"
 
@@ -249,6 +251,8 @@ class Report:
         }
         if self.interrupted:  # only then: the schema of a complete report is unchanged
             data["interrupted"] = True
+        if self.scan is not None:  # a model's scan (layercheck scan, check_model)
+            data["scan"] = self.scan
         return data
 
     @classmethod
@@ -261,6 +265,7 @@ class Report:
             version=data.get("layercheck_version", ""),
             seconds=float(data.get("summary", {}).get("seconds", 0.0)),
             interrupted=bool(data.get("interrupted", False)),
+            scan=data.get("scan"),
         )
 
     def render(self, fmt: str) -> str:

@@ -35,6 +35,10 @@ def check_reference(reference: str, *, base_dir: Path) -> None:
     does not exist, a top-level module that is not installed, a name the file does not bind."""
     if reference.startswith("torch.ops."):
         return
+    if reference.endswith(".pt"):  # a layer instance saved by layercheck scan
+        if not (base_dir / reference).is_file():
+            raise UsageError(f"{reference}: no such file {(base_dir / reference).resolve()}")
+        return
     where, name = split_reference(reference)
     if not is_file_reference(where):
         top = where.partition(".")[0]

@@ -16,8 +16,8 @@ from layercheck.parent.layout import Layout
 from layercheck.parent.specerrors import every_problem
 
 INTERPRET_SIZES = ("reduced", "full")  # interpret_sizes:, --interpret-sizes (Note [interpreted sizes])
-_KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance", "on", "interpret",
-         "interpret_sizes")
+_KEYS = ("layer", "args", "kwargs", "inputs", "inputs_file", "call_kwargs", "checks", "seed", "tolerance", "on",
+         "interpret", "interpret_sizes")
 _CHECK_KEYS = ("skip", "enable")
 _SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -133,7 +133,10 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
     inputs = _expect(data, "inputs", list, where, "a list of inputs, each {layout: SIZES:FORMAT}")
     if inputs is None or not inputs:
         raise SpecError(f"{where}: inputs: missing or empty; expected a list like '- layout: 24,24,20,128:SSCB'")
-    tensors = [_parse_input(item, where, f"inputs[{i}]") for i, item in enumerate(inputs)]
+    base_dir = source.parent if source is not None else Path.cwd()
+    captured = _inputs_file(data, where, base_dir)
+    tensors = [_parse_input(item, where, f"inputs[{i}]", captured=None if captured is None else (captured, i))
+               for i, item in enumerate(inputs)]
     call_kwargs = _expect(data, "call_kwargs", dict, where, "a mapping of keyword arguments of the layer's call",
                           default={})
     constants: dict[str, Any] = {}
@@ -141,7 +144,8 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
         if not isinstance(key, str) or not key.isidentifier():
             raise SpecError(f"{where}: call_kwargs: {key!r} is not a keyword argument name")
         if isinstance(value, dict) and "layout" in value:
-            tensors.append(_parse_input(value, where, f"call_kwargs.{key}", name=key))
+            tensors.append(_parse_input(value, where, f"call_kwargs.{key}", name=key,
+                                        captured=None if captured is None else (captured, len(tensors))))
         else:
             constants[key] = value
     checks = _expect(data, "checks", dict, where, "a mapping with keys skip and enable", default={})
@@ -163,7 +167,6 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
                               "kernels run at)", default=None)
     if interpret_sizes not in (None, *INTERPRET_SIZES):
         raise SpecError(f"{where}: interpret_sizes: {interpret_sizes!r} is not one of {', '.join(INTERPRET_SIZES)}")
-    base_dir = source.parent if source is not None else Path.cwd()
     return TargetSpec(
         on=on,
         interpret=interpret,
@@ -226,7 +229,20 @@ def _number(value: object) -> float | None:
     return None
 
 
-def _parse_input(item: object, where: str, key: str, *, name: str | None = None) -> InputSpec:
+def _inputs_file(data: Mapping[str, Any], where: str, base_dir: Path) -> str | None:
+    """A layer spec's ``inputs_file:``, the saved tensors its inputs are (one per ``inputs:`` entry,
+    then the tensor ``call_kwargs``, in order; ``layercheck scan`` writes it): the absolute path."""
+    name = _expect(data, "inputs_file", str, where, "a .pt file of saved input tensors", default=None)
+    if name is None:
+        return None
+    path = (base_dir / name).resolve()
+    if not path.is_file():
+        raise SpecError(f"{where}: inputs_file: no such file {path}")
+    return str(path)
+
+
+def _parse_input(item: object, where: str, key: str, *, name: str | None = None,
+                 captured: tuple[str, int] | None = None) -> InputSpec:
     if not isinstance(item, dict):
         raise SpecError(f"{where}: {key}: expected a mapping like '{{layout: 24,24,20,128:SSCB}}', got {_kind(item)}")
     for extra in item:
@@ -236,7 +252,8 @@ def _parse_input(item: object, where: str, key: str, *, name: str | None = None)
                             f"e.g. {{layout: '24,24,20,128:SSCB'}}, or write '- layout: 24,24,20,128:SSCB'")
     if "layout" not in item:
         raise SpecError(f"{where}: {key}.layout: missing")
-    return input_from_mapping(item, _parse_layout(item["layout"], where, key), f"{where}: {key}", name=name)
+    return input_from_mapping(item, _parse_layout(item["layout"], where, key), f"{where}: {key}", name=name,
+                              captured=captured)
 
 
 def _parse_layout(value: object, where: str, key: str) -> Layout:

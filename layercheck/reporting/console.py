@@ -249,8 +249,22 @@ def print_report(report: Report, console: Console, *, verbose: bool = False, qui
     if startup is not None and not quiet:  # a run of several targets: not in the first one's time
         console.print(Text(f"start-up {float(startup):.1f}s (Python, torch and the checks imported once, before the "
                            "first target; in no target's time)", style="dim"))
+    if report.scan is not None:
+        console.print(scan_tree(report))
     style = "green" if report.passed else "red"
     console.print(Text(summary_line(report), style=f"bold {style}"))
+
+
+def scan_tree(report: Report) -> RenderableType:
+    """A model's scan as a tree of module paths, each kind of layer with its verdict."""
+    from layercheck.scan.tree import lines, summary
+
+    words = {"passed": Status.PASSED, "failed": Status.FAILED, "error": Status.ERROR, "skipped": Status.SKIPPED}
+    rows: list[RenderableType] = [Text("model scan: " + summary(report), style="bold")]
+    for depth, status, text in lines(report):
+        style = STYLES[words[status]] if status in words else ""
+        rows.append(Text.assemble("  " * (depth + 1), (f"{status:<8}", style), " ", text))
+    return Group(*rows)
 
 
 def render_text(report: Report, *, width: int = 120, verbose: bool = False) -> str:

@@ -102,6 +102,8 @@ def render(report: Report) -> str:
     ET.SubElement(head, "style").text = _CSS
     body = ET.SubElement(html, "body")
     body.append(_header(report, verdict))
+    if report.scan is not None:
+        body.append(_scan_tree(report))
     if len(report.runs) > 1:
         body.append(_overview(report))
     for number, run in enumerate(report.runs, start=1):
@@ -122,6 +124,23 @@ def _header(report: Report, verdict: str) -> ET.Element:
              f"devices {', '.join(map(str, env.get('devices', []))) or '?'}"]
     _element(header, "p", " · ".join(facts), cls="env")
     return header
+
+
+def _scan_tree(report: Report) -> ET.Element:
+    """A model's scan: its layers as a tree of module paths, each linking to its run's section."""
+    from layercheck.scan.tree import lines, summary
+
+    section = ET.Element("section", {"class": "scan"})
+    _element(section, "h2", "Model scan")
+    _element(section, "p", summary(report), cls="summary")
+    anchors = {run.target: f"run-{number}" for number, run in enumerate(report.runs, start=1)}
+    tree = ET.SubElement(section, "ul", {"class": "tree"})
+    for row, (depth, status, text) in zip(report.scan or [], lines(report)):
+        item = ET.SubElement(tree, "li", {"class": status, "style": f"margin-left: {depth * 1.5}em"})
+        _badge(item, status)
+        holder = ET.SubElement(item, "a", href=f"#{anchors[row['target']]}") if row["target"] in anchors else item
+        _element(holder, "code", text)
+    return section
 
 
 def _overview(report: Report) -> ET.Element:

@@ -53,6 +53,7 @@ def render(report: Report) -> str:
          f"python {env.get('python', '?')}, devices {', '.join(map(str, env.get('devices', []))) or '?'}"),
         "",
     ]
+    lines += _scan_section(report)
     for run in report.runs:
         if run.status is not Status.PASSED:  # what the reader of a PR comment came for, first
             lines += _run_section(run)
@@ -81,6 +82,18 @@ def _passed_section(runs: list[RunReport]) -> list[str]:
     if notes:
         lines += ["Notes:", "", *notes, ""]
     return lines
+
+
+def _scan_section(report: Report) -> list[str]:
+    """A model's scan: the tree of its layers, each with its verdict (layercheck scan)."""
+    if report.scan is None:
+        return []
+    from layercheck.scan.tree import lines, summary
+
+    icons = {status.value: icon for status, icon in ICONS.items()}
+    return [f"**Model scan**: {summary(report)}", "",
+            *(f"- {icons.get(status, '')} {status} `{_code(text)}`" for _, status, text in lines(report)),
+            ""]
 
 
 def _run_section(run: RunReport) -> list[str]:

@@ -296,8 +296,7 @@ class Target:
         spec = self.specs[index]
         dim = spec.layout.batch_dim
         assert dim is not None
-        one = InputSpec(spec.layout.with_size("B", 1), spec.dtype, spec.values, spec.requires_grad, spec.name)
-        return draw(one, seed)
+        return draw(dataclasses.replace(spec, layout=spec.layout.with_size("B", 1)), seed)
 
 
 def kind_of(layer: object) -> str | None:
@@ -354,6 +353,10 @@ def input_dtype(spec: InputSpec, dtype: torch.dtype) -> torch.dtype:
 def draw(spec: InputSpec, seed: int) -> torch.Tensor:
     """An input's values, seeded: float64 for floating inputs (cast for each run), int64 or
     bool for the others."""
+    if spec.captured is not None:
+        from layercheck.scan.replay import captured_value  # the values a model gave the layer (layercheck scan)
+
+        return captured_value(spec, seed)
     gen = torch.Generator().manual_seed(seed)
     size, values = spec.layout.size, spec.values
     if values.distribution == "integers":

@@ -1,0 +1,314 @@
+"""layercheck scan and check_model: every custom layer of a model checked at the inputs one sample
+forward gives it (issue 49). The model is tests/scan_models/tiny_lm.py, written as a user would,
+with one bug planted in one layer by build(bug=...)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from typer.testing import CliRunner
+
+import layercheck
+from layercheck.cli.commands import app
+from layercheck.reporting.json import load
+from layercheck.scan.capture import ForwardRaised, capture
+from layercheck.scan.choose import chosen, kinds
+from tests.scan_models import tiny_lm
+
+MODELS = Path(__file__).resolve().parent / "scan_models"
+TINY = f"{MODELS / 'tiny_lm.py'}:build"
+INPUTS = ("--input", "2,6:BT dtype=int64 values=0:50", "--input", "2,6:BT dtype=bool values=0.8")
+FAST = ("--check", "gradients", "--check", "observations")  # the checks the planted bugs meet; the rest: slow test
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+def sample() -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    return torch.randint(0, 50, (2, 6), generator=gen), torch.rand(2, 6, generator=gen) < 0.8
+
+
+def rows(report: layercheck.Report) -> dict[str, dict]:
+    assert report.scan is not None
+    return {row["path"]: row for row in report.scan}
+
+
+# -- capture -------------------------------------------------------------------------------------
+
+def test_capture_leaves_the_model_exactly_as_it_was() -> None:
+    model = tiny_lm.build()
+    model.train()
+    model.blocks[1].eval()  # mixed modes must come back as they were
+    seen = []
+    handle = model.blocks[0].register_forward_pre_hook(lambda m, args: seen.append(1))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    params = [(n, p.requires_grad) for n, p in model.named_parameters()]
+    modes = [m.training for m in model.modules()]
+    hooks = [(len(m._forward_pre_hooks), len(m._forward_hooks)) for m in model.modules()]
+    apply = torch.autograd.Function.__dict__["apply"]
+
+    calls = capture(model, sample(), {})
+
+    assert [c.path for c in calls][:3] == ["", "embed", "blocks.0"]
+    assert {c.path for c in calls if c.function is tiny_lm.SiLUFn} == {"blocks.0.mlp/SiLUFn", "blocks.1.mlp/SiLUFn"}
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    assert [(n, p.requires_grad) for n, p in model.named_parameters()] == params
+    assert all(p.grad is None for p in model.parameters())
+    assert [m.training for m in model.modules()] == modes
+    assert [(len(m._forward_pre_hooks), len(m._forward_hooks)) for m in model.modules()] == hooks
+    assert torch.autograd.Function.__dict__["apply"] is apply
+    model(*sample())
+    assert seen == [1, 1]  # the user's own hook still runs, once per forward (once in the capture too)
+    handle.remove()
+
+
+class Explodes(nn.Module):
+    def forward(self, x):
+        raise ValueError("shape mismatch in my layer")
+
+
+class Holder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Sequential(nn.Linear(4, 4), Explodes())
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def build_exploding() -> nn.Module:
+    return Holder()
+
+
+def test_a_forward_that_raises_names_the_module_path_and_removes_the_hooks() -> None:
+    model = Holder()
+    with pytest.raises(ForwardRaised, match=r"raised in inner\.1 \(Explodes\): ValueError: shape mismatch") as info:
+        capture(model, (torch.randn(2, 4),), {})
+    assert "in forward" in info.value.trace and "raise ValueError" in info.value.trace
+    assert all(not m._forward_pre_hooks and not m._forward_hooks for m in model.modules())
+    assert model.training
+
+
+def test_cli_forward_that_raises_is_exit_1_naming_the_path() -> None:
+    result = invoke("scan", f"{Path(__file__)}:build_exploding", "--input", "2,4:BC")
+    assert result.exit_code == 1
+    assert "raised in inner.1 (Explodes): ValueError: shape mismatch in my layer" in result.output
+    assert "Traceback" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--input", "2,6:BT dtype=int64 values=0:50"), "does not take 1 positional input"),
+    ((*INPUTS, "--input", "2,6:BT"), "does not take 3 positional inputs"),
+    (("--input", "2,6:BQ", "--input", "2,6:BT dtype=bool"), "--input"),
+    ((), "give the model's sample inputs"),
+])
+def test_bad_sample_inputs_are_exit_2_with_one_line(args: tuple[str, ...], message: str) -> None:
+    result = invoke("scan", TINY, *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+# -- which layers, once per kind -------------------------------------------------------------------
+
+def test_layers_defined_outside_torch_once_per_kind_blocks_after_their_layers() -> None:
+    model = tiny_lm.build()
+    found = kinds(chosen(capture(model, sample(), {})))
+    by_path = {k.path: k for k in found}
+    assert set(by_path) == {"", "blocks.0", "blocks.0.attn", "blocks.0.attn.rotary", "blocks.0.mlp",
+                            "blocks.0.mlp/SiLUFn", "blocks.0.norm1"}
+    assert by_path["blocks.0.norm1"].paths == ["blocks.0.norm1", "blocks.0.norm2", "blocks.1.norm1",
+                                               "blocks.1.norm2", "norm"]
+    order = [k.path for k in found]
+    position = order.index
+    assert position("blocks.0.attn.rotary") < position("blocks.0.attn") < position("blocks.0") < position("")
+    # a block whose layer inside is configured otherwise is a kind of its own
+    planted = {k.path for k in kinds(chosen(capture(tiny_lm.build(bug="grad"), sample(), {})))}
+    assert {"blocks.0", "blocks.1", "blocks.0.mlp", "blocks.1.mlp"} <= planted
+
+
+def test_include_and_exclude_by_class_and_path() -> None:
+    calls = capture(tiny_lm.build(), sample(), {})
+    with_torch = {c.path for c in chosen(calls, include=["torch.nn"])}
+    assert {"embed", "head", "blocks.0.attn.qkv"} <= with_torch
+    without = {c.path for c in chosen(calls, exclude=["RMSNorm", "blocks.*.attn*"])}
+    assert not any("norm" in p or "attn" in p for p in without) and "blocks.0.mlp" in without
+
+
+class Stateful:
+    """An object with state of its own: what a layer's call cannot be replayed with."""
+
+
+class TakesAnObject(nn.Module):
+    def forward(self, x, cache):
+        return x * 2
+
+
+class UsesIt(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.odd = TakesAnObject()
+
+    def forward(self, x):
+        return self.odd(x, Stateful()) + x
+
+
+def test_a_layer_called_with_an_object_is_skipped_with_the_reason_and_the_others_run() -> None:
+    report = layercheck.check_model(UsesIt(), torch.randn(3, 4), checks=["gradients"])
+    found = rows(report)
+    assert found["odd"]["status"] == "skipped"
+    assert "Stateful argument, which cannot be replayed" in found["odd"]["reason"]
+    assert found[""]["status"] == "passed"
+
+
+# -- layouts ----------------------------------------------------------------------------------------
+
+def test_layouts_inferred_from_the_batch_and_the_time_of_the_model_input(tmp_path: Path) -> None:
+    result = invoke("scan", TINY, *INPUTS, "--check", "signatures", "--write-specs", str(tmp_path),
+                    "--format", "json")
+    assert result.exit_code == 0, result.output
+    found = {row["path"]: row for row in json.loads(result.stdout)["scan"]}
+    assert found["blocks.0.attn.rotary"]["layouts"] == ["2,2,6,8:BUTC", "2,2,6,8:BUTC", "2,6:BT"]
+    assert found["blocks.0.norm1"]["layouts"] == ["2,6,16:BTC"]
+    assert found["blocks.0.mlp/SiLUFn"]["layouts"] == ["2,6,32:BTC"]
+    assert "blocks.0.attn.rotary (Rotary): 2,2,6,8:BUTC 2,2,6,8:BUTC 2,6:BT" in result.stderr
+
+
+# -- verdicts -------------------------------------------------------------------------------------
+
+def test_cli_clean_model_passes_with_a_tree_and_a_json_scan_section(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    result = invoke("scan", TINY, *INPUTS, *FAST, "--output", str(out))
+    assert result.exit_code == 0, result.output
+    assert "model scan: 7 kinds of layer (16 calls): 7 passed" in result.output
+    assert "blocks.0.norm1 (RMSNorm) x5" in result.output
+    report = load(out.read_text())
+    found = rows(report)
+    assert found["blocks.0.norm1"]["count"] == 5 and found["blocks.0.norm1"]["class"].endswith("tiny_lm.RMSNorm")
+    assert all(row["status"] == "passed" for row in found.values())
+    assert all(r.status.value == "passed" for r in report.results if r.check == "gradients")
+
+
+@pytest.mark.parametrize("bug, path, check", [("batch", "blocks.1.norm1", "observations"),
+                                              ("grad", "blocks.1.mlp/SiLUFn", "gradients[float64]")])
+def test_cli_planted_bug_fails_naming_the_layer_path_and_the_check(tmp_path: Path, bug: str, path: str,
+                                                                    check: str) -> None:
+    result = invoke("scan", TINY, "--kwarg", f"bug={bug}", *INPUTS, *FAST, "--write-specs", str(tmp_path),
+                    "--format", "json")
+    assert result.exit_code == 1, result.output
+    found = {row["path"]: row for row in json.loads(result.stdout)["scan"]}
+    failed = {p for p, row in found.items() if row["status"] == "failed"}
+    assert path in failed and check in found[path]["failed"]
+    assert {p for p in failed if p != path} <= {"", "blocks.1", "blocks.1.mlp"}  # blocks around it, nothing else
+    assert all(path in found[p]["inside"] for p in failed if p != path)  # a block says which layer inside fails
+    # the spec written is the reproduce command: run alone it fails the same check
+    spec = found[path]["spec"]
+    alone = invoke("run", spec, "--check", check.partition("[")[0], "--format", "json")
+    assert alone.exit_code == 1
+    assert any(r.check == check.partition("[")[0] and r.status.value == "failed"
+               for r in load(alone.stdout).results)
+
+
+def test_api_check_model_and_assert_model_valid() -> None:
+    model = tiny_lm.build(bug="batch")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(AssertionError, match=r"blocks\.1\.norm1 \(RMSNorm\): observations"):
+        layercheck.assert_model_valid(model, *sample(), checks=["observations"])
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    report = layercheck.check_model(tiny_lm.build(), "2,6:BT dtype=int64 values=0:50", "2,6:BT dtype=bool values=0.8",
+                                    checks=["observations"])
+    assert report.passed and rows(report)["blocks.0.norm1"]["layouts"] == ["2,6,16:BTC"]
+
+
+def test_model_spec_with_inputs_file_and_weights(tmp_path: Path) -> None:
+    torch.save(dict(zip(("input_ids", "attention_mask"), sample())), tmp_path / "sample.pt")
+    torch.save(tiny_lm.build(bug="batch").state_dict(), tmp_path / "weights.pt")
+    (tmp_path / "model.yaml").write_text(f"model: {TINY}\nkwargs: {{bug: batch}}\ninputs_file: sample.pt\n"
+                                         "weights: weights.pt\nexclude: [GatedMLP, SiLUFn]\n")
+    result = invoke("scan", str(tmp_path / "model.yaml"), "--check", "observations", "--format", "json")
+    assert result.exit_code == 1, result.output
+    found = {row["path"]: row for row in json.loads(result.stdout)["scan"]}
+    assert "blocks.0.mlp" not in found and found["blocks.1.norm1"]["status"] == "failed"
+    assert found["blocks.0.norm1"]["layouts"] == ["2,6,16:BUC"]  # no layout given: the first dimension is the batch
+
+
+@pytest.mark.slow
+def test_clean_model_passes_every_default_check() -> None:
+    result = invoke("scan", TINY, *INPUTS)
+    assert result.exit_code == 0, result.output
+    assert "7 passed" in result.output
+
+
+def test_every_report_format_names_the_layers_by_their_path(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    outputs = [tmp_path / name for name in ("r.json", "r.xml", "r.md")]
+    result = invoke("scan", TINY, "--kwarg", "bug=batch", *INPUTS, "--check", "observations",
+                    *(arg for path in outputs for arg in ("--output", str(path))))
+    assert result.exit_code == 1, result.output
+    report = load(outputs[0].read_text())
+    assert "blocks.1.norm1 (RMSNorm)" in [run.target for run in report.runs]
+    suites = {s.get("name"): s for s in ET.fromstring(outputs[1].read_text()).findall("testsuite")}
+    assert suites["blocks.1.norm1 (RMSNorm)"].get("failures") == "1"
+    assert suites["blocks.0.norm1 (RMSNorm)"].get("failures") == "0"
+    markdown = outputs[2].read_text()
+    assert "**Model scan**: 9 kinds of layer (16 calls): 3 failed, 6 passed" in markdown
+    assert "failed `blocks.1.norm1 (RMSNorm)  2,6,16:BTC  observations`" in markdown
+
+
+# -- specs with captured inputs ------------------------------------------------------------------
+
+def test_a_layer_spec_reads_its_inputs_from_inputs_file(tmp_path: Path) -> None:
+    from layercheck.parent.errors import SpecError
+    from layercheck.parent.spec import load_spec
+    from layercheck.target.subject import Target
+
+    positions = torch.tensor([[3, 1, 0]])
+    torch.save([torch.tensor([[0.5, -2.0, 7.0]]), positions], tmp_path / "in.pt")
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text("layer: torch.nn:Identity\ninputs_file: in.pt\n"
+                         "inputs: [{layout: '1,3:BC'}, {layout: '1,3:BT', dtype: int64}]\n")
+    spec = load_spec(spec_file)
+    target = Target(nn.Identity, spec.inputs)
+    x, ids = target.inputs(torch.float32)
+    assert x.dtype == torch.float32 and x.tolist() == [[0.5, -2.0, 7.0]] and torch.equal(ids, positions)
+    spec_file.write_text("layer: torch.nn:Identity\ninputs_file: in.pt\n"
+                         "inputs: [{layout: '1,3:BC', values: positive}]\n")
+    with pytest.raises(SpecError, match="values: an input read from inputs_file: has the values saved there"):
+        load_spec(spec_file)
+    spec_file.write_text("layer: torch.nn:Identity\ninputs_file: nowhere.pt\ninputs: [{layout: '1,3:BC'}]\n")
+    with pytest.raises(SpecError, match="inputs_file: no such file"):
+        load_spec(spec_file)
+
+
+def test_a_saved_layer_that_is_not_one_is_an_error_run(tmp_path: Path) -> None:
+    torch.save({"something": 1}, tmp_path / "odd.pt")
+    (tmp_path / "s.yaml").write_text("layer: odd.pt\ninputs: [{layout: '2,3:BC'}]\n")
+    result = invoke("run", str(tmp_path / "s.yaml"), "--format", "json")
+    assert result.exit_code == 1
+    assert "not a layer saved by layercheck scan" in load(result.stdout).runs[0].error
+
+
+def test_html_report_holds_the_tree_linking_each_layer_to_its_run() -> None:
+    from layercheck.parent.result import Report, RunReport
+    from layercheck.reporting.html import render
+    from layercheck.scan.tree import ScanEntry, arrange
+
+    runs = [RunReport(target="/s/1_norm.yaml", kind="module", inputs=[], seed=0, seconds=0.1, results=[]),
+            RunReport(target="/s/2_model.yaml", kind="module", inputs=[], seed=0, seconds=0.2, results=[])]
+    entries = [ScanEntry("norm", "m.RMSNorm", ("norm",), ("2,4:BC",), spec="/s/1_norm.yaml"),
+               ScanEntry("", "m.Net", ("",), ("2,4:BC",), spec="/s/2_model.yaml"),
+               ScanEntry("odd", "m.Odd", ("odd",), (), skipped="called with a m.Cache argument")]
+    report = arrange(Report(runs=runs, environment={}, version="0", seconds=0.3), entries)
+    page = render(report)
+    assert "Model scan" in page and '<a href="#run-1"><code>norm (RMSNorm)  2,4:BC</code></a>' in page
+    assert "odd (Odd)  skipped: called with a m.Cache argument" in page
+    assert [run.target for run in report.runs] == ["norm (RMSNorm)", "(model) (Net)"]
