@@ -300,7 +300,7 @@ def test_a_saved_layer_that_is_not_one_is_an_error_run(tmp_path: Path) -> None:
 def test_html_report_holds_the_tree_linking_each_layer_to_its_run() -> None:
     from layercheck.parent.result import Report, RunReport
     from layercheck.reporting.html import render
-    from layercheck.scan.tree import ScanEntry, arrange
+    from layercheck.reporting.scan_tree import ScanEntry, arrange
 
     runs = [RunReport(target="/s/1_norm.yaml", kind="module", inputs=[], seed=0, seconds=0.1, results=[]),
             RunReport(target="/s/2_model.yaml", kind="module", inputs=[], seed=0, seconds=0.2, results=[])]

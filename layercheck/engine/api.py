@@ -110,8 +110,8 @@ def assert_layer_valid(layer: nn.Module | type, *layouts: Layout | str, **option
 
 def check_model(model: nn.Module, *inputs: Any, **options_and_inputs: Any) -> Report:
     """Check every custom layer of a model at the inputs one sample forward gives it: see
-    :func:`layercheck.scan.check.check_model`."""
-    from layercheck.scan.check import check_model as scan
+    :func:`layercheck.engine.scan.check_model`."""
+    from layercheck.engine.scan import check_model as scan
 
     return scan(model, *inputs, **options_and_inputs)
 
@@ -123,7 +123,7 @@ def assert_model_valid(model: nn.Module, *inputs: Any, **options_and_inputs: Any
     report = check_model(model, *inputs, **options_and_inputs)
     if report.passed:
         return report
-    from layercheck.scan.tree import label as layer_label
+    from layercheck.reporting.scan_tree import label as layer_label
 
     failed = [f"{layer_label(row)}: {', '.join(row['failed']) or row['status']}" for row in report.scan or []
               if row["status"] in ("failed", "error")]

@@ -190,7 +190,7 @@ class Report:
     version: str
     seconds: float
     interrupted: bool = False
-    # layercheck scan: one entry per kind of layer found in the model (layercheck.scan.tree), else None
+    # layercheck scan: one entry per kind of layer found in the model (layercheck.reporting.scan_tree), else None
     scan: list[dict[str, Any]] | None = None
 
     SCHEMA = "layercheck.report/1"

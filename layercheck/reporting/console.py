@@ -257,7 +257,7 @@ def print_report(report: Report, console: Console, *, verbose: bool = False, qui
 
 def scan_tree(report: Report) -> RenderableType:
     """A model's scan as a tree of module paths, each kind of layer with its verdict."""
-    from layercheck.scan.tree import lines, summary
+    from layercheck.reporting.scan_tree import lines, summary
 
     words = {"passed": Status.PASSED, "failed": Status.FAILED, "error": Status.ERROR, "skipped": Status.SKIPPED}
     rows: list[RenderableType] = [Text("model scan: " + summary(report), style="bold")]

@@ -128,7 +128,7 @@ def _header(report: Report, verdict: str) -> ET.Element:
 
 def _scan_tree(report: Report) -> ET.Element:
     """A model's scan: its layers as a tree of module paths, each linking to its run's section."""
-    from layercheck.scan.tree import lines, summary
+    from layercheck.reporting.scan_tree import lines, summary
 
     section = ET.Element("section", {"class": "scan"})
     _element(section, "h2", "Model scan")

@@ -88,7 +88,7 @@ def _scan_section(report: Report) -> list[str]:
     """A model's scan: the tree of its layers, each with its verdict (layercheck scan)."""
     if report.scan is None:
         return []
-    from layercheck.scan.tree import lines, summary
+    from layercheck.reporting.scan_tree import lines, summary
 
     icons = {status.value: icon for status, icon in ICONS.items()}
     return [f"**Model scan**: {summary(report)}", "",

@@ -1,18 +1,17 @@
-"""``layercheck scan``: every custom layer of a model checked at the inputs one sample forward gives it.
+"""``layercheck scan``: every custom layer of a model found from one sample forward, and the
+specs that check each at the inputs the model gave it.
 
 One sample forward records every submodule's call and every autograd.Function applied
 (:mod:`.capture`); the layers to check are chosen and grouped by kind (:mod:`.choose`); each
 input's layout is inferred from forwards at another batch, time and spatial size
 (:mod:`.layouts`, driven by :mod:`.model`); one spec per kind is written with its captured inputs
-and its layer saved beside it (:mod:`.write`, :mod:`.replay`), and those specs run as
-``layercheck run DIR`` runs a folder (:mod:`.command`, for the command line) or in this process
-(:mod:`.check`, ``check_model``); the report is arranged as a tree of module paths
-(:mod:`.tree`). Model specs (``model:``) are read by :mod:`.modelspec`.
+and its layer saved beside it (:mod:`.write`, through :mod:`layercheck.target.replay`, which the
+target reads them back with). Model specs (``model:``) are read by :mod:`.modelspec`; the command
+line's part is :mod:`.command` (torch-free at import). Running the specs is the engine's
+(:mod:`layercheck.engine.scan` for ``check_model``; the command line runs them as ``layercheck run
+DIR`` runs a folder), and the tree of module paths is the reporters'
+(:mod:`layercheck.reporting.scan_tree`).
 
-Torch-free, for the parent and the reporters: :mod:`.tree`, :mod:`.modelspec` and :mod:`.command`
-at import (it imports the rest inside its functions). The others import torch. The package may
-import the parent layer (spec, inputs, layout, errors, result), the checks' support (subject,
-seeding) and, from the engine, ``runner``, ``plan`` and ``loading``. Below the engine only
-``subject`` and ``loading`` import it, reading a captured input or a saved layer through
-:mod:`.replay` (which imports torch and ``inputs`` only); the reporters import :mod:`.tree`.
+May import the target (building, seeding, replay, loading), the parent layer and the reporters'
+tree; never the engine or the checks.
 """

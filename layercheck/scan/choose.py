@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from layercheck.scan.capture import Call
-from layercheck.scan.replay import Replay, leaves, replay
+from layercheck.target.replay import Replay, leaves, replay
 
 # Attributes that number a layer's place in the model (transformers' layer_idx): two decoder
 # layers that differ only there are one kind.

@@ -12,8 +12,8 @@ from typing import Any
 from layercheck.parent.errors import UsageError
 from layercheck.parent.inputs import InputSpec
 from layercheck.parent.result import Report
+from layercheck.reporting.scan_tree import ScanEntry, arrange
 from layercheck.scan.modelspec import ModelSpec
-from layercheck.scan.tree import ScanEntry, arrange
 
 
 class Unscannable(Exception):

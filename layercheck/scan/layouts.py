@@ -10,7 +10,7 @@ import torch
 
 from layercheck.parent.layout import Layout
 from layercheck.scan.capture import Call
-from layercheck.scan.replay import replay
+from layercheck.target.replay import replay
 
 
 def grown(value: Any, dims: int | tuple[int, ...], *, double: bool = False) -> Any:

@@ -16,10 +16,10 @@ from torch import nn
 from layercheck.parent.errors import LoadError, UsageError
 from layercheck.parent.inputs import InputSpec
 from layercheck.parent.layout import Layout
+from layercheck.reporting.scan_tree import ScanEntry
 from layercheck.scan.capture import ForwardRaised, capture
 from layercheck.scan.choose import Kind, chosen, kinds
 from layercheck.scan.layouts import grown, inferred, matching
-from layercheck.scan.tree import ScanEntry
 from layercheck.scan.write import write_specs
 from layercheck.target.seeding import seeded
 from layercheck.target.subject import draw, input_dtype

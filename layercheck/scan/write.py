@@ -12,9 +12,9 @@ import torch
 import yaml
 
 from layercheck.parent.layout import Layout
+from layercheck.reporting.scan_tree import ScanEntry
 from layercheck.scan.choose import Kind
-from layercheck.scan.replay import save_layer
-from layercheck.scan.tree import ScanEntry
+from layercheck.target.replay import save_layer
 
 # A floating input holding values this large (an additive attention mask's -3.4e38) or not finite
 # is a constant of the call: finite differences cannot step through it.

@@ -35,7 +35,7 @@ def resolve(reference: str, *, base_dir: Path | None = None) -> Any:
     if reference.startswith("torch.ops."):
         return _registered_op(reference)
     if reference.endswith(".pt"):  # a layer instance saved by layercheck scan, with the files it needs
-        from layercheck.scan.replay import load_layer
+        from layercheck.target.replay import load_layer
 
         path = Path(reference)
         return load_layer(path if path.is_absolute() or base_dir is None else base_dir / path, import_file=_import_file)

@@ -354,7 +354,7 @@ def draw(spec: InputSpec, seed: int) -> torch.Tensor:
     """An input's values, seeded: float64 for floating inputs (cast for each run), int64 or
     bool for the others."""
     if spec.captured is not None:
-        from layercheck.scan.replay import captured_value  # the values a model gave the layer (layercheck scan)
+        from layercheck.target.replay import captured_value  # the values a model gave the layer (layercheck scan)
 
         return captured_value(spec, seed)
     gen = torch.Generator().manual_seed(seed)

@@ -20,8 +20,8 @@ from layercheck.parent.layout import Layout
 from layercheck.parent.plan import TargetPlan
 from layercheck.parent.result import Report
 from layercheck.parent.spec import load_spec, parse_tolerance
+from layercheck.reporting.scan_tree import arrange
 from layercheck.scan.model import drawn_inputs, model_dims, scan_to_folder
-from layercheck.scan.tree import arrange
 from layercheck.target import prepare
 
 
