@@ -95,9 +95,16 @@ def make_target(plan: TargetPlan) -> Target:
 
 
 def target_of(layer: Any, plan: TargetPlan) -> Target:
-    """The target of ``plan`` with ``layer``: a class, or an instance given to the Python API."""
-    return Target(layer, plan.inputs, args=plan.args, kwargs=dict(plan.kwargs), seed=plan.seed, name=plan.name,
-                  invocation=plan.invocation, constants=plan.constants, on=plan.on)
+    """The target of ``plan`` with ``layer``: a class, or an instance given to the Python API;
+    with the reference the plan names (raises LoadError where it names nothing)."""
+    target = Target(layer, plan.inputs, args=plan.args, kwargs=dict(plan.kwargs), seed=plan.seed, name=plan.name,
+                    invocation=plan.invocation, constants=plan.constants, on=plan.on)
+    if plan.reference is not None:
+        from layercheck.reference.binding import reference_of
+
+        target.reference = reference_of(plan.reference, args=plan.reference_args, kwargs=plan.reference_kwargs,
+                                        mapping=plan.reference_map, base_dir=plan.reference_dir)
+    return target
 
 
 @dataclass(frozen=True)
@@ -334,6 +341,8 @@ class TargetRun:
         try:
             with _time_limit(self.options.timeout), contained(capture=self.options.contained, echo=True):
                 self.target.pristine()
+                if self.target.reference is not None:  # its parameter names and sizes, before any check
+                    self.target.reference.check(self.target)
         except LoadError as exc:
             return str(exc)
         except CheckTimeout:
