@@ -59,6 +59,10 @@ def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = 
         name=f"tests/zoo/{name}.py",
         constants=constants,
     )
+    if hasattr(module, "REFERENCE"):  # the implementation the layer must match (the reference check)
+        from layercheck.reference.binding import reference_of
+
+        target.reference = reference_of(module.REFERENCE, mapping=getattr(module, "REFERENCE_MAP", {}))
     plan = select(only=only, skip=tuple(getattr(module, "SKIP", ())),
                   enable=tuple(getattr(module, "ENABLE", ())) + enable)
     return run_target(target, plan, options=Options(seed=seed))

@@ -22,7 +22,7 @@ import torch
 #     relative difference of norms, and adds a floor of FLOOR_ULPS units in the last place of
 #     the dtype at the tensor's scale: a reference exact in the dtype (a copy, a sign) would
 #     otherwise allow nothing at all. A tensor passes when both measures are within the bar.
-FLOOR_ULPS = 2.0
+FLOOR_ULPS = 0.5
 
 
 @dataclass(frozen=True)
