@@ -214,7 +214,7 @@ def test_check_layer_loads_an_instance_and_renames_with_reference_map() -> None:
     assert report.passed, layercheck.api.failure_message(report)
     with pytest.raises(TypeError, match="give reference= too"):
         layercheck.check_layer(zoo.FusedBiasAdd, "64,8:BC", reference_map={"bias": "shift"})
-    with pytest.raises(ValueError, match="reference: .*no such file"):
+    with pytest.raises(ValueError, match=r"reference: .*no such file"):
         layercheck.check_layer(zoo.FusedBiasAdd, "64,8:BC", reference="nowhere.py:Ref")
 
 
