@@ -93,6 +93,8 @@ def check_layer(
     if interpret_sizes not in (None, *INTERPRET_SIZES):
         raise UsageError(f"interpret_sizes={interpret_sizes!r}: expected one of {', '.join(INTERPRET_SIZES)}")
     options = replace(options, interpret=bool(interpret), interpret_sizes=interpret_sizes)
+    if reference is not None:  # the reference check runs wherever a reference is named
+        options = replace(options, enable=(*options.enable, "reference"))
     target, plan = _target(layer, layouts, options=options, args=args, kwargs=kwargs, call_kwargs=call_kwargs,
                            name=name)
     if reference is not None:

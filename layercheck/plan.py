@@ -148,7 +148,8 @@ class TargetPlan:
                    kwargs=spec.kwargs, constants=spec.constants, base_dir=spec.base_dir, source=spec.source,
                    seed=seed, on=on, interpret=interpret, interpret_sizes=interpret_sizes, only=options.only,
                    skip=options.skip + spec.skip,
-                   enable=options.enable + spec.enable,
+                   # the reference check runs wherever a reference is named (it is opt-in otherwise)
+                   enable=options.enable + spec.enable + (("reference",) if given is not None else ()),
                    tolerances=(*sources, *((("--tolerance", options.tolerance),) if options.tolerance else ())),
                    invocation=invocation, reference=given, reference_args=spec.reference_args,
                    reference_kwargs=spec.reference_kwargs, reference_map=spec.reference_map,

@@ -65,6 +65,7 @@ def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = 
         from layercheck.reference.binding import reference_of
 
         target.reference = reference_of(module.REFERENCE, mapping=getattr(module, "REFERENCE_MAP", {}))
+        enable = (*enable, "reference")  # as the plan of a target that names a reference enables it
     plan = select(only=only, skip=tuple(getattr(module, "SKIP", ())),
                   enable=tuple(getattr(module, "ENABLE", ())) + enable)
     return run_target(target, plan, options=Options(seed=seed))

@@ -27,6 +27,7 @@ def _named(target: Target) -> str | None:
 @check(
     "reference",
     title="outputs, gradients and state agree with a reference implementation in every precision",
+    default=False,  # run wherever a reference is named (TargetPlan.of enables it); else nothing to compare
     requires=("forward_runs", "backward_runs"),
     applies=_named,
     variants=("float64", "float32", "bfloat16", "float16"),
