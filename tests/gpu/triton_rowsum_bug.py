@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from _twin import with_bug
 
-_module = with_bug("triton_rowsum.py", WIDE=False)
-TritonRowSum = _module.TritonRowSum
-LAYER = TritonRowSum
-LAYOUTS = _module.LAYOUTS
+_base = with_bug("triton_rowsum.py", WIDE=False)
+
+
+class BuggyTritonRowSum(_base.TritonRowSum):
+    pass
+
+
+LAYER = BuggyTritonRowSum
+LAYOUTS = _base.LAYOUTS
