@@ -11,9 +11,9 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import torch
+import triton
+import triton.language as tl
 
 
 @triton.jit
