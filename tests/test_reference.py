@@ -375,3 +375,24 @@ def test_reference_autograd_does_not_judge_what_autograd_cannot_redo(autograd_la
     result = _results(run)["float64"]
     assert result["status"] == "skipped" and said in result["message"]
     assert result["skip"] == ("not_judged" if judged else "not_applicable")
+
+
+# -- float64 precision: a float64 backward that is only float32-accurate --------------------------
+
+
+def test_a_float64_backward_computed_in_float32_fails_gradients_against_autograd_of_its_forward(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from layercheck.checks import gradients as gradient_checks
+
+    report = run_zoo("gradients_float64_backward_in_float32", only=("gradients:float64",))
+    (result,) = [r for r in report.results if r.check == "gradients"]
+    assert result.status.value == "failed"
+    assert "float64 gradients agree with autograd's derivative of the same forward (the forward of _SoftCube run as " \
+           "plain PyTorch) only to " in result.message
+    assert "as a backward that computes in float32 inside" in result.message
+    assert max(result.details["autograd_relative_errors"].values()) > 1e-8
+    assert failed_checks(run_zoo("good_float64_backward", only=("gradients:float64",))) == set()
+    # without the yardstick (the code before it) finite differences pass the bug
+    monkeypatch.setattr(gradient_checks, "imprecise_backward", lambda ctx: None)
+    report = run_zoo("gradients_float64_backward_in_float32", only=("gradients:float64",))
+    assert failed_checks(report) == set()

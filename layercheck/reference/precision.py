@@ -1,0 +1,96 @@
+"""A float64 hand-written backward held to float64 accuracy: autograd's derivative of the same
+forward as the yardstick (Note [float64 backward precision])."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from layercheck.errors import LayerRaised
+from layercheck.reference.unwrapped import Seen, unwrapped_functions
+from layercheck.runs import gradients
+from layercheck.tensors import Outputs, custom_functions
+
+if TYPE_CHECKING:
+    from layercheck.context import Context
+
+# Note [float64 backward precision]
+#     Finite differences in float64 resolve a derivative to about 1e-8 relative at best (the
+#     step's rounding against its truncation), so the gradient check's float64 tolerance, 1e-6,
+#     lets through a hand-written float64 backward that computes in float32 inside: its
+#     gradients are right to 1e-7, and every float64 comparison the user makes downstream is
+#     silently float32-accurate. Where the backward belongs to autograd.Functions whose forward
+#     is differentiable PyTorch, autograd's derivative of that same forward (Note [autograd of
+#     the same forward] in unwrapped.py) is a float64 yardstick: two float64 computations of
+#     one derivative agree to rounding, some 1e-15 relative, and rarely worse than 1e-12 on the
+#     zoo's and the module database's hand-written backwards. A gradient further than
+#     PRECISION from it, relative to its norm, fails gradients[float64]. Not judged: a layer
+#     that computes in a lower precision inside even in float64 (autograd's derivative is then
+#     no more precise), a Function whose forward autograd cannot follow, and surrogates by
+#     design (kept as Functions: what they give is the same on both sides).
+PRECISION = 1e-9
+
+
+class _LowerPrecision(TorchFunctionMode):
+    """Whether an operation inside returned a floating tensor below float64 (float32 computed inside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = False
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        if not self.seen:
+            for t in result if isinstance(result, (tuple, list)) else (result,):
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64 \
+                        and t.numel() > 0:
+                    self.seen = True
+        return result
+
+
+def imprecise_backward(ctx: Context) -> tuple[str, dict[str, Any]] | None:
+    """Why the layer's float64 gradients are less precise than float64 (the message and its
+    details), judged against autograd's derivative of the same forward; None where they are as
+    precise, or where there is no such yardstick (Note [float64 backward precision])."""
+    layer = ctx.fresh(torch.float64)
+    inputs = layer.inputs(requires_grad=True)
+    seen = Seen()
+    try:
+        outputs = Outputs.of(layer.forward(inputs)).tensors
+        if not custom_functions(outputs):
+            return None  # no hand-written backward: autograd's is the layer's own
+        mine = gradients(ctx, layer, inputs, outputs)
+        other = ctx.fresh(torch.float64)
+        again = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
+        with unwrapped_functions(seen), _LowerPrecision() as lower:
+            outputs = Outputs.of(other.forward(again)).tensors
+        theirs = gradients(ctx, other, again, outputs)
+    except (LayerRaised, RuntimeError, TypeError, ValueError):
+        return None  # the yardstick cannot be made here; the finite differences have judged
+    if lower.seen:
+        return None  # the forward computes in a lower precision: autograd's derivative is no more precise
+    if not seen.unwrapped or seen.opaque:
+        return None
+    worst: tuple[float, str] | None = None
+    errors = {}
+    for (name, grad), (_, expected) in zip(mine, theirs):
+        if grad is None or expected is None or grad.shape != expected.shape or not grad.is_floating_point():
+            continue
+        norm = float(torch.linalg.vector_norm(expected.detach()))
+        if norm == 0 or not torch.isfinite(grad).all() or not torch.isfinite(expected).all():
+            continue
+        error = float(torch.linalg.vector_norm((grad - expected).detach())) / norm
+        errors[name] = error
+        if worst is None or error > worst[0]:
+            worst = (error, name)
+    if worst is None or worst[0] <= PRECISION:
+        return None
+    functions = ", ".join(seen.unwrapped)
+    return (f"gradient of {worst[1]}: float64 gradients agree with autograd's derivative of the same forward "
+            f"(the forward of {functions} run as plain PyTorch) only to {worst[0]:.2g} relative, where two float64 "
+            f"computations of one derivative agree to about 1e-15 (allowed {PRECISION:g}), as a backward that computes "
+            "in float32 inside (a .float(), a float32 constant) does",
+            {"autograd_relative_errors": errors, "autograd_tolerance": PRECISION})
+
