@@ -389,7 +389,7 @@ def test_a_float64_backward_computed_in_float32_fails_gradients_against_autograd
     assert result.status.value == "failed"
     assert "float64 gradients agree with autograd's derivative of the same forward (the forward of _SoftCube run as " \
            "plain PyTorch) only to " in result.message
-    assert "as a backward that computes in float32 inside" in result.message
+    assert "every value of it is a float32 number: the backward computes in float32 inside" in result.message
     assert max(result.details["autograd_relative_errors"].values()) > 1e-8
     assert failed_checks(run_zoo("good_float64_backward", only=("gradients:float64",))) == set()
     # without the yardstick (the code before it) finite differences pass the bug
