@@ -48,8 +48,8 @@ def reference(ctx: Context) -> tuple[str, dict[str, Any]]:
     training forward and a backward with seeded output gradients of the layer and of the
     reference, which holds the layer's parameter values, on the same inputs, and compares every
     output, every input and parameter gradient and every buffer afterwards. In float64 they must
-    agree to a tight relative tolerance. In float32, bfloat16 and float16 it applies flash-attention's rule per tensor: the layer's
-    error against the reference in float64 (on the same inputs and parameters, rounded to the
+    agree to a tight relative tolerance. In float32, bfloat16 and float16 it applies
+    flash-attention's rule per tensor: the layer's error against the reference in float64 (on the same inputs and parameters, rounded to the
     dtype) is at most k (2 by default; ``reference.bfloat16=4`` raises it) times the reference's
     own error in that dtype, plus a floor at the tensor's scale (half a unit in the last place
     of the dtype, and 64 of float32's: a float32 accumulation in another order), on the largest
