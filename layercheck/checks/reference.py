@@ -49,12 +49,13 @@ def reference(ctx: Context) -> tuple[str, dict[str, Any]]:
     reference, which holds the layer's parameter values, on the same inputs, and compares every
     output, every input and parameter gradient and every buffer afterwards. In float64 they must
     agree to a tight relative tolerance. In float32, bfloat16 and float16 it applies
-    flash-attention's rule per tensor: the layer's error against the reference in float64 (on the same inputs and parameters, rounded to the
-    dtype) is at most k (2 by default; ``reference.bfloat16=4`` raises it) times the reference's
-    own error in that dtype, plus a floor at the tensor's scale (half a unit in the last place
-    of the dtype, and 64 of float32's: a float32 accumulation in another order), on the largest
-    difference and on the relative difference of norms. Under Triton's interpreter bfloat16 is
-    not compared (its bfloat16 arithmetic is wrong on CPU tensors).
+    flash-attention's rule per tensor: the layer's error against the reference in float64 (on
+    the same inputs and parameters, rounded to the dtype) is at most k (2 by default;
+    ``reference.bfloat16=4`` raises it) times the reference's own error in that dtype, plus a
+    floor at the tensor's scale (half a unit in the last place of the dtype, and 64 of
+    float32's: a float32 accumulation in another order), on the largest difference and on the
+    relative difference of norms. Under Triton's interpreter bfloat16 is not compared (its
+    bfloat16 arithmetic is wrong on CPU tensors).
 
     Finite differences cannot judge float16 or bfloat16; a reference can. A kernel that
     accumulates in float16 where the reference accumulates in float32, a backward that loses
