@@ -79,7 +79,7 @@ class Fused(BiasRef):
 
 @pytest.fixture
 def kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "kernels.py").write_text(KERNELS)
+    (tmp_path / "reference_kernels.py").write_text(KERNELS)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -118,32 +118,33 @@ def test_bad_reference_keys_are_one_clear_spec_error(keys: dict[str, Any], said:
 
 
 def test_a_reference_file_that_does_not_exist_is_a_usage_error(kernels: Path) -> None:
-    done = runner.invoke(app, ["run", "kernels.py:Fused", "--layout", "16,8:BC", "--reference", "kernels.py:Nope"])
+    done = runner.invoke(app, ["run", "reference_kernels.py:Fused", "--layout", "16,8:BC", "--reference",
+                               "reference_kernels.py:Nope"])
     assert done.exit_code == 2
     assert done.stderr.strip().splitlines() == [
-        "layercheck: error: --reference kernels.py:Nope: no 'Nope' in kernels.py (layers there: BiasRef, Longer, "
-        "Renamed)"]
-    spec = write_spec(kernels, "s.yaml", "kernels.py:Fused", "16,8:BC", reference="missing.py:Ref")
+        "layercheck: error: --reference reference_kernels.py:Nope: no 'Nope' in reference_kernels.py (layers there: "
+        "BiasRef, Longer, Renamed)"]
+    spec = write_spec(kernels, "s.yaml", "reference_kernels.py:Fused", "16,8:BC", reference="missing.py:Ref")
     done = runner.invoke(app, ["run", str(spec)])
     assert done.exit_code == 2 and "s.yaml: reference: missing.py:Ref: no such file" in done.stderr
 
 
 @pytest.mark.parametrize(("reference", "said"), [
-    ("kernels.py:Renamed", "the layer's 'bias' has no counterpart in the reference and the reference's 'shift' gets "
-                           "no value from the layer (layer: bias; reference: shift); if they are the same tensor, "
-                           "reference_map: {bias: shift}"),
-    ("kernels.py:Longer", "the layer's 'bias' has size [8], the reference's 'bias' [9]"),
+    ("reference_kernels.py:Renamed", "the layer's 'bias' has no counterpart in the reference and the reference's "
+                                     "'shift' gets no value from the layer (layer: bias; reference: shift); if they "
+                                     "are the same tensor, reference_map: {bias: shift}"),
+    ("reference_kernels.py:Longer", "the layer's 'bias' has size [8], the reference's 'bias' [9]"),
 ])
 def test_names_or_sizes_that_do_not_match_are_one_error_before_any_check(kernels: Path, reference: str,
                                                                          said: str) -> None:
-    code, run, _ = _json("kernels.py:BiasRef", "--layout", "16,8:BC", "--reference", reference)
+    code, run, _ = _json("reference_kernels.py:BiasRef", "--layout", "16,8:BC", "--reference", reference)
     assert code == 1 and run["results"] == []
     assert run["error"] == f"reference {reference} does not take the layer's parameter values: {said}"
 
 
 def test_reference_map_renames_the_layers_parameters(kernels: Path) -> None:
-    spec = write_spec(kernels, "s.yaml", "kernels.py:BiasRef", "16,8:BC", reference="kernels.py:Renamed",
-                      reference_map={"bias": "shift"})
+    spec = write_spec(kernels, "s.yaml", "reference_kernels.py:BiasRef", "16,8:BC",
+                      reference="reference_kernels.py:Renamed", reference_map={"bias": "shift"})
     code, run, _ = _json(str(spec))
     assert code == 0, run
     results = _results(run)
@@ -151,14 +152,15 @@ def test_reference_map_renames_the_layers_parameters(kernels: Path) -> None:
     assert all(r["status"] == "passed" for r in results.values())
     assert [t["tensor"] for t in results["bfloat16"]["details"]["tensors"]] == [
         "output 0", "gradient of input 0", "gradient of parameter 'bias'"]
-    wrong = write_spec(kernels, "w.yaml", "kernels.py:BiasRef", "16,8:BC", reference="kernels.py:Renamed",
-                       reference_map={"weight": "shift"})
+    wrong = write_spec(kernels, "w.yaml", "reference_kernels.py:BiasRef", "16,8:BC",
+                       reference="reference_kernels.py:Renamed", reference_map={"weight": "shift"})
     code, run, _ = _json(str(wrong))
     assert code == 1 and "reference_map names 'weight', which the layer does not have" in run["error"]
 
 
 def test_the_command_line_fails_a_low_precision_kernel_and_says_how_to_reproduce(kernels: Path) -> None:
-    code, run, _ = _json("kernels.py:Fused", "--layout", "2048,8:BC", "--reference", "kernels.py:BiasRef")
+    code, run, _ = _json("reference_kernels.py:Fused", "--layout", "2048,8:BC", "--reference",
+                         "reference_kernels.py:BiasRef")
     assert code == 1
     results = _results(run)
     assert results["float64"]["status"] == "passed"
@@ -167,13 +169,15 @@ def test_the_command_line_fails_a_low_precision_kernel_and_says_how_to_reproduce
     assert failed["message"].startswith("gradient of parameter 'bias': ")
     assert " from the float64 reference, where the reference itself in bfloat16 is " in failed["message"]
     assert "x (allowed 2x, and a floor of " in failed["message"]
-    assert failed["details"]["reproduce"].endswith("--check reference:bfloat16 --seed 0 --reference kernels.py:BiasRef")
+    assert failed["details"]["reproduce"].endswith(
+        "--check reference:bfloat16 --seed 0 --reference reference_kernels.py:BiasRef")
     # every other default check passes this kernel: only the reference sees the bug
     assert {r["check"] for r in run["results"] if r["status"] == "failed"} == {"reference"}
 
 
 def test_k_is_a_tolerance_key(kernels: Path) -> None:
-    code, run, _ = _json("kernels.py:Fused", "--layout", "2048,8:BC", "--reference", "kernels.py:BiasRef",
+    code, run, _ = _json("reference_kernels.py:Fused", "--layout", "2048,8:BC", "--reference",
+                         "reference_kernels.py:BiasRef",
                          "--check", "reference", "--tolerance", "reference.bfloat16=1000",
                          "--tolerance", "reference.float16=1000", "--tolerance", "reference.float32=1000")
     assert code == 0, [r["message"] for r in run["results"]]
@@ -181,7 +185,7 @@ def test_k_is_a_tolerance_key(kernels: Path) -> None:
 
 
 def test_without_a_reference_the_check_does_not_apply(kernels: Path) -> None:
-    code, run, _ = _json("kernels.py:Fused", "--layout", "16,8:BC", "--check", "reference")
+    code, run, _ = _json("reference_kernels.py:Fused", "--layout", "16,8:BC", "--check", "reference")
     assert code == 0
     assert {r["status"] for r in _results(run).values()} == {"skipped"}
     assert _results(run)["float32"]["message"].startswith("no reference implementation named")
@@ -346,17 +350,18 @@ AUTOGRAD_LAYERS = textwrap.dedent('''
 
 @pytest.fixture
 def autograd_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "layers.py").write_text(AUTOGRAD_LAYERS)
+    (tmp_path / "hand_written.py").write_text(AUTOGRAD_LAYERS)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
 def test_reference_autograd_catches_a_float64_backward_computed_in_float32(autograd_layers: Path) -> None:
-    code, run, _ = _json("layers.py:Cube", "--layout", "4,8:BC", "--reference", "autograd", "--check", "reference")
+    code, run, _ = _json("hand_written.py:Cube", "--layout", "4,8:BC", "--reference", "autograd", "--check",
+                         "reference")
     assert code == 1
     failed = _results(run)["float64"]
     assert failed["status"] == "failed" and failed["message"].startswith("gradient of input 0: ")
-    code, run, _ = _json("layers.py:GoodCube", "--layout", "4,8:BC", "--reference", "autograd", "--check",
+    code, run, _ = _json("hand_written.py:GoodCube", "--layout", "4,8:BC", "--reference", "autograd", "--check",
                          "reference")
     assert code == 0 and {r["status"] for r in _results(run).values()} == {"passed"}
 
@@ -370,7 +375,8 @@ def test_reference_autograd_catches_a_float64_backward_computed_in_float32(autog
 ])
 def test_reference_autograd_does_not_judge_what_autograd_cannot_redo(autograd_layers: Path, layer: str, said: str,
                                                                      judged: bool) -> None:
-    code, run, _ = _json(f"layers.py:{layer}", "--layout", "4,8:BC", "--reference", "autograd", "--check", "reference")
+    code, run, _ = _json(f"hand_written.py:{layer}", "--layout", "4,8:BC", "--reference", "autograd", "--check",
+                         "reference")
     assert code == 0
     result = _results(run)["float64"]
     assert result["status"] == "skipped" and said in result["message"]
