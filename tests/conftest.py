@@ -46,8 +46,10 @@ def zoo_inputs(module: ModuleType) -> tuple[list[InputSpec], dict[str, object]]:
     return inputs, constants
 
 
-def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = (), seed: int = 0) -> RunReport:
-    """Run the default checks (or ``only`` these) on one zoo layer."""
+def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = (), seed: int = 0,
+            reference: bool = True) -> RunReport:
+    """Run the default checks (or ``only`` these) on one zoo layer; ``reference``: against its
+    REFERENCE where it names one."""
     module = load_zoo(name)
     inputs, constants = zoo_inputs(module)
     target = Target(
@@ -59,6 +61,11 @@ def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = 
         name=f"tests/zoo/{name}.py",
         constants=constants,
     )
+    if reference and hasattr(module, "REFERENCE"):  # the implementation the layer must match (the reference check)
+        from layercheck.target.reference import reference_of
+
+        target.reference = reference_of(module.REFERENCE, mapping=getattr(module, "REFERENCE_MAP", {}))
+        enable = (*enable, "reference")  # as the plan of a target that names a reference enables it
     plan = select(only=only, skip=tuple(getattr(module, "SKIP", ())),
                   enable=tuple(getattr(module, "ENABLE", ())) + enable)
     return run_target(target, plan, options=Options(seed=seed))

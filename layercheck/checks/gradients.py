@@ -61,6 +61,7 @@ from layercheck.numerics.second_looks import (
 )
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, judge
 from layercheck.parent.registry import check
+from layercheck.reference.precision import imprecise_backward
 from layercheck.sdk import (
     DTYPES,
     FORWARD,
@@ -414,6 +415,10 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         left_out = [names[slot] for slot in sorted(ref.fd.excluded)]
         details["left_out"] = left_out
     if verdict.passed:
+        if ref.widened is None:  # Note [float64 backward precision]
+            imprecise = imprecise_backward(ctx)
+            if imprecise is not None:
+                raise CheckFailed(imprecise[0], **details, **imprecise[1])
         for note in dead_tensors(ctx, ref):
             ctx.note(note)
         if ref.fd.held:

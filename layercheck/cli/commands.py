@@ -39,6 +39,7 @@ from layercheck.parent.result import ExitCode, Report
 from layercheck.parent.shards import Shard
 from layercheck.parent.sources import check_reference
 from layercheck.parent.spec import (
+    AUTOGRAD,
     TargetSpec,
     find_specs,
     is_spec_path,
@@ -172,6 +173,7 @@ def run(
     shard: Annotated[str | None, typer.Option("--shard", metavar="K/N", help="Check only the K-th of N shards of the targets (1-based), for CI matrix jobs: the targets sorted by name (spec path or layer reference), shard K takes the K-th, K+N-th, ... of them.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only failures and the summary line.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print whole messages and tracebacks.")] = False,
+    reference: Annotated[str | None, typer.Option("--reference", metavar="TARGET", show_default=False, help="Judge every target against this reference implementation (file.py:Class, module:Class, or autograd: the layer's own forward differentiated by autograd), which receives the layer's parameter values: the reference check, flash-attention's rule in each dtype (default: the spec's reference:).")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Fail a check that applies but could not judge the layer (rounding noise, kinks, a dtype no kernel here supports), not only one that finds it wrong; a check that does not apply (no GPU, no state) is still skipped.")] = False,
 ) -> None:
     """Check layers and exit 0 (all passed or skipped), 1 (a check failed or errored, or a
@@ -182,6 +184,11 @@ def run(
     --layout, --arg and --kwarg given."""
     fmt, files = _destinations(format, output or [])
     part = Shard.parse(shard) if shard is not None else None
+    if reference is not None and reference.strip() != AUTOGRAD:
+        try:
+            check_reference(reference.strip(), base_dir=Path.cwd())  # from source, before torch
+        except UsageError as exc:
+            raise UsageError(f"--reference {exc}") from None
     inputs = [parse_input(text) for text in layout or []]
     constants: dict[str, Any] = {}
     for text in call_kwarg or []:
@@ -222,6 +229,7 @@ def run(
         interpret=interpret,
         interpret_sizes=_interpret_sizes(interpret_sizes),
         started=_started,
+        reference=None if reference is None else reference.strip(),
     )
     plans = [TargetPlan.of(spec, options) for spec in specs]  # what each target is checked with, once
     _check_interpreter(plans, options)
@@ -482,6 +490,12 @@ def _validate(plans: list[TargetPlan], options: Options, *, in_process: bool) ->
     """Every check id, device and tolerance asked for must exist, before anything runs. The
     check ids are read from the catalogue's source (no torch); devices and tolerances need
     torch and the checks (the runner), imported here only when some are given."""
+    for target in plans:
+        if target.reference is not None and target.reference != AUTOGRAD and options.reference is None:
+            try:
+                check_reference(target.reference, base_dir=target.reference_dir)  # a spec's reference:, from source
+            except UsageError as exc:
+                raise UsageError(f"{target.name}: reference: {exc}") from None
     if not (in_process or options.devices or options.on is not None
             or any(target.on is not None or target.tolerances for target in plans)):
         return

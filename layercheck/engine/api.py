@@ -12,6 +12,7 @@ import inspect
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -51,6 +52,10 @@ def check_layer(
     strict: bool = False,
     interpret: bool | None = None,
     interpret_sizes: str | None = None,
+    reference: Any = None,
+    reference_args: Sequence[Any] | None = None,
+    reference_kwargs: Mapping[str, Any] | None = None,
+    reference_map: Mapping[str, str] | None = None,
 ) -> Report:
     """Run the checks on one layer and return the report (``report.render("junit")`` etc.).
 
@@ -70,9 +75,14 @@ def check_layer(
     under Triton's interpreter, on CPU tensors (``--interpret``); by default (None) they do where
     Triton is imported and there is no GPU, and ``False`` leaves them compiled; ``interpret_sizes``
     ``"full"`` checks interpreted kernels at the layouts given, not reduced ones
-    (``--interpret-sizes``). Invalid arguments raise ``TypeError`` or a ``UsageError``
-    (a ``ValueError``) before anything runs; a layer that cannot be constructed gives a
-    report whose run has an ``error``.
+    (``--interpret-sizes``). ``reference``: the implementation the
+    layer must match (the ``reference`` check, ``--reference``): a class, an instance, an
+    ``autograd.Function``, a function, ``"file.py:Class"`` or ``"autograd"``; built with
+    ``reference_args``/``reference_kwargs`` (default: the layer's) and given the layer's
+    parameter values, renamed by ``reference_map`` (``{"weight": "scale"}``). Invalid arguments
+    raise ``TypeError`` or a ``UsageError`` (a ``ValueError``) before anything runs; a layer that
+    cannot be constructed, or a reference that cannot take its parameter values, gives a report
+    whose run has an ``error``.
     """
     start = time.perf_counter()
     if isinstance(checks, str) or isinstance(only, str) or isinstance(skip, str) or isinstance(enable, str):
@@ -86,8 +96,14 @@ def check_layer(
     if interpret_sizes not in (None, *INTERPRET_SIZES):
         raise UsageError(f"interpret_sizes={interpret_sizes!r}: expected one of {', '.join(INTERPRET_SIZES)}")
     options = replace(options, interpret=bool(interpret), interpret_sizes=interpret_sizes)
+    if reference is not None:  # the reference check runs wherever a reference is named
+        options = replace(options, enable=(*options.enable, "reference"))
     target, plan = _target(layer, layouts, options=options, args=args, kwargs=kwargs, call_kwargs=call_kwargs,
                            name=name)
+    if reference is not None:
+        target.reference = _reference(reference, reference_args, reference_kwargs, reference_map)
+    elif reference_args is not None or reference_kwargs is not None or reference_map:
+        raise TypeError("reference_args, reference_kwargs and reference_map describe a reference: give reference= too")
     resolved = runner.checks_of(plan)
     try:
         with prepare.interpreting(target, interpret, interpret_sizes) as checked:
@@ -195,6 +211,20 @@ def _target(layer: nn.Module | type, layouts: Sequence[Layout | InputSpec | str]
     plan = TargetPlan.of(spec, options, name=name, reference=reference)
     try:
         return prepare.target_of(layer, plan), plan
+    except LoadError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _reference(given: Any, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
+               mapping: Mapping[str, str] | None) -> Any:
+    """The reference check_layer was given, resolved (a string from the working folder)."""
+    from layercheck.target.reference import reference_of
+
+    if isinstance(given, str) and given.strip() == "autograd" and (args is not None or kwargs is not None or mapping):
+        raise TypeError("reference='autograd' differentiates the layer's own forward: it takes no reference_args, "
+                        "reference_kwargs or reference_map")
+    try:
+        return reference_of(given, args=args, kwargs=kwargs, mapping=mapping, base_dir=Path.cwd())
     except LoadError as exc:
         raise UsageError(str(exc)) from None
 

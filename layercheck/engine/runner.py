@@ -211,6 +211,8 @@ class TargetRun:
         try:
             with _time_limit(self.options.timeout), contained(capture=self.options.contained, echo=True):
                 self.target.pristine()
+                if self.target.reference is not None:  # its parameter names and sizes, before any check
+                    self.target.reference.check(self.target)
         except LoadError as exc:
             self.raised = raised_at(exc)  # the constructor's line that raised: the report points there
             return str(exc)

@@ -47,6 +47,7 @@ class Invocation:
     interpret: bool = False  # --interpret given (a spec's own interpret: is in the spec)
     interpret_sizes: str | None = None  # --interpret-sizes given (a spec's own is in the spec)
     strict: bool = False  # --strict given: a check that could not judge the layer failed, and fails again
+    reference: str | None = None  # --reference given (a spec's own reference: is in the spec)
     version: str = __version__
 
     @property
@@ -102,6 +103,8 @@ class Invocation:
             words += ["--interpret-sizes", self.interpret_sizes]
         if self.strict:
             words += ["--strict"]
+        if self.reference is not None:
+            words += ["--reference", self.reference]
         return words
 
     def python(self, selector: str) -> str:
@@ -123,6 +126,8 @@ class Invocation:
             parts.append(f"interpret_sizes={self.interpret_sizes!r}")
         if self.strict:
             parts.append("strict=True")
+        if self.reference is not None:
+            parts.append(f"reference={self.reference!r}")
         return f"layercheck.check_layer({', '.join(parts)})"
 
 

@@ -47,6 +47,7 @@ class Options:
     strict: bool = False  # a check that applies but could not judge the layer fails (--strict)
     interpret: bool = False  # Triton kernels run under Triton's interpreter (--interpret; triton_interpret.py)
     interpret_sizes: str | None = None  # "full" or "reduced": the sizes interpreted kernels run at (--interpret-sizes)
+    reference: str | None = None  # --reference TARGET: overrides a spec's reference:
     contained: bool = False  # set in a worker process: prints are captured, a KeyboardInterrupt is the layer's
 
 
@@ -108,6 +109,13 @@ class TargetPlan:
     # the spec's tolerance:, then --tolerance on top
     tolerances: tuple[tuple[str, Mapping[str, float]], ...] = ()
     invocation: Invocation = field(default_factory=lambda: Invocation(None))  # for reproduce commands
+    # the reference implementation (--reference, else the spec's reference:), or "autograd"; its
+    # constructor arguments (None: the layer's), the parameter map, and the folder it is relative to
+    reference: str | None = None
+    reference_args: tuple[Any, ...] | None = None
+    reference_kwargs: Mapping[str, Any] | None = None
+    reference_map: Mapping[str, str] = field(default_factory=dict)
+    reference_dir: Path = field(default_factory=Path.cwd)
 
     @classmethod
     def of(cls, spec: TargetSpec, options: Options, *, name: str | None = None,
@@ -121,25 +129,31 @@ class TargetPlan:
         interpret = options.interpret or spec.interpret
         interpret_sizes = options.interpret_sizes or spec.interpret_sizes
         tolerance = dict(options.tolerance)
+        given = options.reference if options.reference is not None else spec.reference
+        reference_dir = Path.cwd() if options.reference is not None else spec.base_dir
         if spec.source is not None and reference is ...:
             invocation = Invocation(str(spec.source), spec=True, seed=seed, tolerance=tolerance,
                                     devices=options.devices, enable=options.enable, on=options.on,
                                     interpret=options.interpret, interpret_sizes=options.interpret_sizes,
-                                    strict=options.strict)  # a spec's own on: and interpret: are in the spec
+                                    strict=options.strict, reference=options.reference)
+            # a spec's own on:, interpret: and reference: are in the spec
         else:
             invocation = Invocation(spec.layer if reference is ... else reference, layouts=spec.inputs,
                                     args=spec.args, kwargs=dict(spec.kwargs), seed=seed, tolerance=tolerance,
                                     devices=options.devices, enable=options.enable, constants=spec.constants,
                                     on=on, interpret=interpret, interpret_sizes=interpret_sizes,
-                                    strict=options.strict)
+                                    strict=options.strict, reference=given)
         sources = ((f"{spec.name}: tolerance", spec.tolerance),) if spec.tolerance else ()
         return cls(name=name or spec.name, layer=spec.layer, inputs=spec.inputs, args=spec.args,
                    kwargs=spec.kwargs, constants=spec.constants, base_dir=spec.base_dir, source=spec.source,
                    seed=seed, on=on, interpret=interpret, interpret_sizes=interpret_sizes, only=options.only,
                    skip=options.skip + spec.skip,
-                   enable=options.enable + spec.enable,
+                   # the reference check runs wherever a reference is named (it is opt-in otherwise)
+                   enable=options.enable + spec.enable + (("reference",) if given is not None else ()),
                    tolerances=(*sources, *((("--tolerance", options.tolerance),) if options.tolerance else ())),
-                   invocation=invocation)
+                   invocation=invocation, reference=given, reference_args=spec.reference_args,
+                   reference_kwargs=spec.reference_kwargs, reference_map=spec.reference_map,
+                   reference_dir=reference_dir)
 
     @property
     def layouts(self) -> tuple[Layout, ...]:

@@ -25,7 +25,7 @@ SPEC_ORDER = (
     "backward_runs", "backward_size", "gradients", "dtype", "device", "state_valid",
     "reset_state", "observations", "needs_input_grad", "input_unchanged", "deterministic",
     "finite", "noncontiguous", "meta_device", "registered_tensors", "state_dict",
-    "backward_pure", "factory_kwargs", "copy", "grad_output",
+    "backward_pure", "factory_kwargs", "copy", "grad_output", "reference",
     "op_schema", "op_fake", "op_autograd_registration", "op_aot_dispatch",
     "export", "compile", "gradgrad", "forward_ad", "autocast", "vmap", "train_step", "distributed",
 )

@@ -17,7 +17,8 @@ from layercheck.parent.specerrors import every_problem
 
 INTERPRET_SIZES = ("reduced", "full")  # interpret_sizes:, --interpret-sizes (Note [interpreted sizes])
 _KEYS = ("layer", "args", "kwargs", "inputs", "inputs_file", "call_kwargs", "checks", "seed", "tolerance", "on",
-         "interpret", "interpret_sizes")
+         "interpret", "interpret_sizes", "reference", "reference_args", "reference_kwargs", "reference_map")
+AUTOGRAD = "autograd"  # reference: autograd: the layer's own forward, differentiated by autograd
 _CHECK_KEYS = ("skip", "enable")
 _SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -40,6 +41,10 @@ class TargetSpec:
     on: str | None = None  # the device the suite runs the layer on (on:), the CPU when None
     interpret: bool = False  # its Triton kernels run under Triton's interpreter (interpret:)
     interpret_sizes: str | None = None  # "full" or "reduced": the sizes its interpreted kernels run at
+    reference: str | None = None  # reference: the implementation the layer must match, or "autograd"
+    reference_args: tuple[Any, ...] | None = None  # its constructor arguments (None: the layer's)
+    reference_kwargs: Mapping[str, Any] | None = None
+    reference_map: Mapping[str, str] = field(default_factory=dict)  # layer state_dict key -> the reference's
 
     @property
     def layouts(self) -> tuple[Layout, ...]:
@@ -167,7 +172,10 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
                               "kernels run at)", default=None)
     if interpret_sizes not in (None, *INTERPRET_SIZES):
         raise SpecError(f"{where}: interpret_sizes: {interpret_sizes!r} is not one of {', '.join(INTERPRET_SIZES)}")
+    reference = _parse_reference(data, where)
+    base_dir = source.parent if source is not None else Path.cwd()
     return TargetSpec(
+        **reference,
         on=on,
         interpret=interpret,
         interpret_sizes=interpret_sizes,
@@ -183,6 +191,36 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
         base_dir=base_dir,
         source=source,
     )
+
+
+def _parse_reference(data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The reference keys (docs/reference/spec-schema.md), as TargetSpec fields."""
+    reference = _expect(data, "reference", str, where, "a layer reference such as ref.py:RMSNormRef, or autograd",
+                        default=None)
+    if reference is not None and not reference.strip():
+        raise SpecError(f"{where}: reference: empty; expected a layer reference such as ref.py:RMSNormRef, or autograd")
+    args = _expect(data, "reference_args", list, where, "a list of the reference's constructor arguments", default=None)
+    kwargs = _expect(data, "reference_kwargs", dict, where, "a mapping of the reference's constructor keyword "
+                     "arguments", default=None)
+    mapping = _expect(data, "reference_map", dict, where, "a mapping layer parameter name -> reference parameter "
+                      "name", default={})
+    for key in [*(kwargs or {}), *mapping]:
+        if not isinstance(key, str):
+            raise SpecError(f"{where}: key {key!r} of reference_kwargs or reference_map is not a string")
+    for key, value in mapping.items():
+        if not isinstance(value, str) or not value:
+            raise SpecError(f"{where}: reference_map.{key}: expected the reference's parameter name, "
+                            f"got {_kind(value)}")
+    given = [key for key in ("reference_args", "reference_kwargs", "reference_map") if data.get(key)]
+    if reference is None and given:
+        raise SpecError(f"{where}: {given[0]}: given without reference:; name the reference implementation "
+                        "(reference: ref.py:MyLayerRef)")
+    if reference is not None and reference.strip() == AUTOGRAD and given:
+        raise SpecError(f"{where}: {given[0]}: reference: autograd differentiates the layer's own forward; it takes "
+                        "no constructor arguments or parameter map")
+    return {"reference": None if reference is None else reference.strip(),
+            "reference_args": None if args is None else tuple(args),
+            "reference_kwargs": None if kwargs is None else dict(kwargs), "reference_map": dict(mapping)}
 
 
 def parse_device(text: str, where: str) -> str:

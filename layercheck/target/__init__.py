@@ -1,4 +1,5 @@
-"""The layer under test, made ready: its reference resolved and imported (:mod:`loading`), its
+"""The layer under test, made ready: its reference resolved and imported (:mod:`loading`), the
+reference implementation it names built with its parameter values (:mod:`reference`), its
 sizes reduced for Triton's interpreter (:mod:`triton_interpret`), what is under test and how to
 build, seed and call it (:mod:`subject`, :mod:`building`, :mod:`seeding`, :mod:`calling`), walks
 over what it returns (:mod:`tensors`), the layer and inputs a model scan captured

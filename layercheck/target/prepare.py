@@ -64,7 +64,8 @@ def make_target(plan: TargetPlan) -> Target:
 
 def target_of(layer: Any, plan: TargetPlan) -> Target:
     """The target of ``plan`` with ``layer``: a class, or an instance given to the Python API.
-    Raises UsageError where the constructor arguments cannot fit the class's constructor."""
+    Raises UsageError where the constructor arguments cannot fit the class's constructor; binds
+    the reference the plan names (raises LoadError where it names nothing)."""
     target = Target(layer, plan.inputs, args=plan.args, kwargs=dict(plan.kwargs), seed=plan.seed, name=plan.name,
                     invocation=plan.invocation, constants=plan.constants, on=plan.on)
     if target.kind == "module" and target.instance is None:
@@ -73,6 +74,11 @@ def target_of(layer: Any, plan: TargetPlan) -> Target:
             where = (f"{plan.source}: args and kwargs" if plan.source is not None else
                      "the constructor arguments (--arg and --kwarg; check_layer's args and kwargs)")
             raise UsageError(f"{where}: {problem}")
+    if plan.reference is not None:
+        from layercheck.target.reference import reference_of
+
+        target.reference = reference_of(plan.reference, args=plan.reference_args, kwargs=plan.reference_kwargs,
+                                        mapping=plan.reference_map, base_dir=plan.reference_dir)
     return target
 
 

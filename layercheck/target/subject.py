@@ -102,6 +102,7 @@ class Target:
         # Note [data-dependent initialisation] in target/building.py: whether the layer's first
         # training call sets its parameters from the data (None: not asked yet)
         self.first_call_initialises: bool | None = None
+        self.reference: Any = None  # what the reference check judges it against (target/reference.py)
 
     # -- building ---------------------------------------------------------------------------
 
@@ -211,7 +212,7 @@ class Target:
         other = Target(self.instance if self.instance is not None else self.cls, specs, args=self.args,
                        kwargs=self.kwargs, seed=self.seed, name=self.name, invocation=self.invocation,
                        constants=self.constants, on=self.home)
-        other.given, other.interpreter = self.given, self.interpreter
+        other.given, other.interpreter, other.reference = self.given, self.interpreter, self.reference
         pristine = self.pristine()
         if pristine is not None:
             other.first_call_initialises = self.first_call_initialises

@@ -1,0 +1,106 @@
+"""A float64 hand-written backward held to float64 accuracy: autograd's derivative of the same
+forward as the yardstick (Note [float64 backward precision])."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from layercheck.parent.errors import LayerRaised
+from layercheck.reference.unwrapped import Seen, unwrapped_functions
+from layercheck.support.runs import gradients
+from layercheck.target.tensors import Outputs, custom_functions
+
+if TYPE_CHECKING:
+    from layercheck.support.context import Context
+
+# Note [float64 backward precision]
+#     Finite differences in float64 resolve a derivative to about 1e-8 relative at best (the
+#     step's rounding against its truncation), so the gradient check's float64 tolerance, 1e-6,
+#     lets through a hand-written float64 backward that computes in float32 inside: its
+#     gradients are right to 1e-7, and every float64 comparison the user makes downstream is
+#     silently float32-accurate. Where the backward belongs to autograd.Functions whose forward
+#     is differentiable PyTorch, autograd's derivative of that same forward (Note [autograd of
+#     the same forward] in unwrapped.py) is a float64 yardstick: two float64 computations of
+#     one derivative agree to rounding, some 1e-15 relative. They need not agree further where
+#     the forward is an iteration whose limit the backward differentiates implicitly (entmax's
+#     bisections: autograd differentiates the steps taken, the backward the exact solution; on
+#     benchmarks/mutants.py --third-party two originals were further apart than PRECISION),
+#     so a gradient fails gradients[float64] only when it is further than PRECISION from
+#     autograd's, relative to its norm, and every value of it is a float32
+#     number where autograd's are not: float32 computed inside, cast back at the end. Not
+#     judged: a layer that computes in a lower precision inside even in float64 (autograd's
+#     derivative is then no more precise), a Function whose forward autograd cannot follow, and
+#     surrogates by design (kept as Functions: what they give is the same on both sides).
+PRECISION = 1e-9
+
+
+def _float32_values(t: torch.Tensor) -> bool:
+    """Whether every value of a float64 tensor is a float32 number (and not all of them zero)."""
+    values = t.detach()
+    return bool(values.any()) and torch.equal(values.to(torch.float32).to(values.dtype), values)
+
+
+class _LowerPrecision(TorchFunctionMode):
+    """Whether an operation inside returned a floating tensor below float64 (float32 computed inside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = False
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        if not self.seen:
+            for t in result if isinstance(result, (tuple, list)) else (result,):
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64 \
+                        and t.numel() > 0:
+                    self.seen = True
+        return result
+
+
+def imprecise_backward(ctx: Context) -> tuple[str, dict[str, Any]] | None:
+    """Why the layer's float64 gradients are less precise than float64 (the message and its
+    details), judged against autograd's derivative of the same forward; None where they are as
+    precise, or where there is no such yardstick (Note [float64 backward precision])."""
+    layer = ctx.fresh(torch.float64)
+    inputs = layer.inputs(requires_grad=True)
+    seen = Seen()
+    try:
+        outputs = Outputs.of(layer.forward(inputs)).tensors
+        if not custom_functions(outputs):
+            return None  # no hand-written backward: autograd's is the layer's own
+        mine = gradients(ctx, layer, inputs, outputs)
+        other = ctx.fresh(torch.float64)
+        again = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
+        with unwrapped_functions(seen), _LowerPrecision() as lower:
+            outputs = Outputs.of(other.forward(again)).tensors
+        theirs = gradients(ctx, other, again, outputs)
+    except (LayerRaised, RuntimeError, TypeError, ValueError):
+        return None  # the yardstick cannot be made here; the finite differences have judged
+    if lower.seen:
+        return None  # the forward computes in a lower precision: autograd's derivative is no more precise
+    if not seen.unwrapped or seen.opaque:
+        return None
+    worst: tuple[float, str] | None = None
+    errors = {}
+    for (name, grad), (_, expected) in zip(mine, theirs):
+        if grad is None or expected is None or grad.shape != expected.shape or not grad.is_floating_point():
+            continue
+        norm = float(torch.linalg.vector_norm(expected.detach()))
+        if norm == 0 or not torch.isfinite(grad).all() or not torch.isfinite(expected).all():
+            continue
+        error = float(torch.linalg.vector_norm((grad - expected).detach())) / norm
+        errors[name] = error
+        if (worst is None or error > worst[0]) and _float32_values(grad) and not _float32_values(expected):
+            worst = (error, name)
+    if worst is None or worst[0] <= PRECISION:
+        return None
+    functions = ", ".join(seen.unwrapped)
+    return (f"gradient of {worst[1]}: float64 gradients agree with autograd's derivative of the same forward "
+            f"(the forward of {functions} run as plain PyTorch) only to {worst[0]:.2g} relative, where two float64 "
+            f"computations of one derivative agree to about 1e-15 (allowed {PRECISION:g}), and every value of it is "
+            "a float32 number: the backward computes in float32 inside (a .float(), a float32 constant)",
+            {"autograd_relative_errors": errors, "autograd_tolerance": PRECISION})
+
