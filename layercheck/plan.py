@@ -15,6 +15,9 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Any
 
+from layercheck.explore import store
+from layercheck.explore.settings import DEFAULT_SECONDS as DEFAULT_EXPLORE_SECONDS
+from layercheck.explore.settings import Exploration
 from layercheck.inputs import InputSpec
 from layercheck.invocation import Invocation
 from layercheck.layout import Layout
@@ -48,6 +51,12 @@ class Options:
     interpret: bool = False  # Triton kernels run under Triton's interpreter (--interpret; triton_interpret.py)
     interpret_sizes: str | None = None  # "full" or "reduced": the sizes interpreted kernels run at (--interpret-sizes)
     contained: bool = False  # set in a worker process: prints are captured, a KeyboardInterrupt is the layer's
+    # layercheck.explore: failures shrunk, kept and replayed (the command line and the Python API; not the
+    # pytest plugin), --explore N (None: the spec's explore:), --explore-time, the store (None: --no-store)
+    exploring: bool = False
+    explore: int | None = None
+    explore_time: float = DEFAULT_EXPLORE_SECONDS
+    store: bool = True
 
 
 @dataclass
@@ -108,6 +117,7 @@ class TargetPlan:
     # the spec's tolerance:, then --tolerance on top
     tolerances: tuple[tuple[str, Mapping[str, float]], ...] = ()
     invocation: Invocation = field(default_factory=lambda: Invocation(None))  # for reproduce commands
+    exploration: Exploration | None = None  # replaying, exploring, shrinking (layercheck.explore); None: none
 
     @classmethod
     def of(cls, spec: TargetSpec, options: Options, *, name: str | None = None,
@@ -133,13 +143,18 @@ class TargetPlan:
                                     on=on, interpret=interpret, interpret_sizes=interpret_sizes,
                                     strict=options.strict)
         sources = ((f"{spec.name}: tolerance", spec.tolerance),) if spec.tolerance else ()
+        exploration = None
+        if options.exploring:
+            exploration = Exploration(draws=options.explore if options.explore is not None else spec.explore,
+                                      seconds=options.explore_time,
+                                      store=store.default_folder(spec.source) if options.store else None)
         return cls(name=name or spec.name, layer=spec.layer, inputs=spec.inputs, args=spec.args,
                    kwargs=spec.kwargs, constants=spec.constants, base_dir=spec.base_dir, source=spec.source,
                    seed=seed, on=on, interpret=interpret, interpret_sizes=interpret_sizes, only=options.only,
                    skip=options.skip + spec.skip,
                    enable=options.enable + spec.enable,
                    tolerances=(*sources, *((("--tolerance", options.tolerance),) if options.tolerance else ())),
-                   invocation=invocation)
+                   invocation=invocation, exploration=exploration)
 
     @property
     def layouts(self) -> tuple[Layout, ...]:

@@ -16,7 +16,7 @@ from layercheck.layout import Layout
 
 INTERPRET_SIZES = ("reduced", "full")  # interpret_sizes:, --interpret-sizes (Note [interpreted sizes])
 _KEYS = ("layer", "args", "kwargs", "inputs", "call_kwargs", "checks", "seed", "tolerance", "on", "interpret",
-         "interpret_sizes")
+         "interpret_sizes", "explore")
 _CHECK_KEYS = ("skip", "enable")
 _SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -39,6 +39,7 @@ class TargetSpec:
     on: str | None = None  # the device the suite runs the layer on (on:), the CPU when None
     interpret: bool = False  # its Triton kernels run under Triton's interpreter (interpret:)
     interpret_sizes: str | None = None  # "full" or "reduced": the sizes its interpreted kernels run at
+    explore: int = 0  # extra draws searching for a failure (explore:, --explore)
 
     @property
     def layouts(self) -> tuple[Layout, ...]:
@@ -162,8 +163,12 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
                               "kernels run at)", default=None)
     if interpret_sizes not in (None, *INTERPRET_SIZES):
         raise SpecError(f"{where}: interpret_sizes: {interpret_sizes!r} is not one of {', '.join(INTERPRET_SIZES)}")
+    explore = _expect(data, "explore", int, where, "a number of extra draws (0 for none)", default=0)
+    if explore < 0:
+        raise SpecError(f"{where}: explore: {explore} must be 0 or more (extra draws searching for a failure)")
     base_dir = source.parent if source is not None else Path.cwd()
     return TargetSpec(
+        explore=explore,
         on=on,
         interpret=interpret,
         interpret_sizes=interpret_sizes,
