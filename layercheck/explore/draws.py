@@ -149,8 +149,10 @@ def values(spec: InputSpec, kind: str, seed: int) -> torch.Tensor:
     if kind == "normal" or not applies(spec, kind):
         return x
     gen = torch.Generator().manual_seed(seed + 17)
-    if kind == "zeros":
-        return torch.where(torch.rand(x.shape, generator=gen, dtype=torch.float64) < 0.5, 0.0, x)
+    if kind == "zeros":  # about half the elements, never all of them
+        zeros = torch.rand(x.shape, generator=gen, dtype=torch.float64) < 0.5
+        zeros.view(-1)[0] = False
+        return torch.where(zeros, 0.0, x)
     if kind == "ties":
         return torch.round(x * 2) / 2
     if kind == "large":
@@ -174,6 +176,7 @@ def values(spec: InputSpec, kind: str, seed: int) -> torch.Tensor:
         return x[..., :1].expand(x.shape).clone()
     if kind == "zero rows":
         rows = torch.rand(x.shape[:-1], generator=gen, dtype=torch.float64) < 0.5
+        rows.view(-1)[0] = False  # never every row
         return torch.where(rows.unsqueeze(-1), 0.0, x)
     # repeated rows: every observation (or every slice along the first dimension) equals the first
     dim = spec.layout.batch_dim if spec.layout.batch_dim is not None else 0

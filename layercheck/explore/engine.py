@@ -40,6 +40,18 @@ EXPLORED = frozenset({"predict_runs", "forward_runs", "forward_predict_agree", "
 RUNS = frozenset({"signatures", "predict_runs", "forward_runs", "backward_runs"})
 """At an explored size or value, a failure of these says the layer refuses that input."""
 
+AT_DIFFERENTIABLE = frozenset({"gradients"})
+"""Checks not run at special values: they judge by finite differences.
+
+# Note [special values and finite differences]
+#     Exact zeros, ties, identity and one-hot rows are where functions stop being differentiable
+#     (ReLU and abs at 0, max at ties, sqrt at 0): finite differences there disagree with any
+#     gradient a correct layer may choose, and the gradient check cannot tell a kink from a bug
+#     at every such point. A draw of special values therefore runs the other checks (finite
+#     catches NaN and infinite gradients there, observations and noncontiguous their own), and
+#     the gradient check judges the draws of standard-normal values at other sizes.
+"""
+
 SHRINKABLE = EXPLORED
 FAILS, PASSES, REFUSED = "fails", "passes", "refused"
 
@@ -148,6 +160,7 @@ class Explorer:
         deadline = start + exploration.seconds
         checks = {p.info.id for p in self.session.plan} & EXPLORED
         plan = self._subplan(checks)
+        special = self._subplan(checks - AT_DIFFERENTIABLE)  # Note [special values and finite differences]
         varied = self._varied(deadline)
         self.record.update(explored=0, refused=[], fixed=sorted(g.name for g in draws.groups(self.target.specs)
                                                                 if g.label in draws.VARIED and g not in varied))
@@ -159,7 +172,7 @@ class Explorer:
             self._tell(f"exploring: draw {drawn.index + 1} of {exploration.draws} ({drawn.describe()})",
                        drawn.index, exploration.draws)
             tensors = drawn.tensors()
-            outcome, result = self._run(drawn.specs, tensors, plan)
+            outcome, result = self._run(drawn.specs, tensors, plan if drawn.kind == "normal" else special)
             self.record["explored"] = drawn.index + 1
             if outcome == REFUSED:
                 self.record["refused"].append(drawn.describe())

@@ -93,7 +93,8 @@ def _candidates(specs: tuple[InputSpec, ...],
     rounders = (lambda x: torch.round(x * 10) / 10, torch.round)
     for rounder in rounders:
         changed = [rounder(x) if _plain(spec) else x for spec, x in zip(specs, tensors)]
-        if any(not torch.equal(a, b) for a, b in zip(changed, tensors)):
+        if all(y.any() or not x.any() for x, y in zip(tensors, changed)) and any(
+                not torch.equal(a, b) for a, b in zip(changed, tensors)):
             yield specs, changed
     for index, (spec, x) in enumerate(zip(specs, tensors)):
         if not _plain(spec) or x.numel() < 2:
@@ -104,6 +105,8 @@ def _candidates(specs: tuple[InputSpec, ...],
                 if not flat[chunk].any():
                     continue
                 flat[chunk] = 0.0
+                if not flat.any():  # an input of zeros only: a point no check judges well
+                    continue
                 yield specs, [*tensors[:index], flat.reshape(x.shape), *tensors[index + 1:]]
 
 
@@ -138,7 +141,7 @@ def _values(value: Any) -> str:
         return "[" + ", ".join(_values(v) for v in value) + "]"
     if isinstance(value, (bool, int)):
         return str(value)
-    return repr(float(f"{value:.4g}"))
+    return repr(float(f"{value:.4g}") + 0.0)  # + 0.0: -0.0 shows as 0.0
 
 
 def _input_dict(spec: InputSpec) -> dict[str, Any]:
