@@ -14,6 +14,7 @@ checks; it sits beside :mod:`layercheck.sdk` in the layer of support for checks.
 from __future__ import annotations
 
 from layercheck.accelerators import full_float32
+from layercheck.building import initialize
 from layercheck.calibration import (
     SOURCE as FLOOR_SOURCE,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "forward_is_random",
     "full_float32",
     "gradient_norm_floor",
+    "initialize",
     "input_change",
     "is_user_file",
     "label",

@@ -48,7 +48,7 @@ def test_default_draws_miss_what_explore_finds_and_shrinks(name: str) -> None:
         for item, spec in zip(shrunk["inputs"], module.LAYOUTS):
             declared = parse_input(spec).layout
             for label, size, was in zip(item["format"], item["size"], declared.size):
-                assert size <= 4 or label == "C" and size == was, (item, declared)
+                assert size <= 4 or (label == "C" and size == was), (item, declared)
 
 
 @pytest.mark.parametrize("name", TWINS)
