@@ -94,7 +94,7 @@ def plan(specs: Sequence[InputSpec], count: int, seed: int, varied: Sequence[Gro
     then one size changed at a time (each group through its sizes), then sizes and values mixed."""
     rng = random.Random(seed * 1_000_033 + 50)
     declared = _elements(specs)
-    budget = min(MAX_ELEMENTS, max(4 * declared, 1 << 12))
+    budget = max(declared, min(MAX_ELEMENTS, max(4 * declared, 1 << 12)))  # never less than declared
     made: list[tuple[tuple[InputSpec, ...], str]] = []
     kinds = [kind for kind in KINDS if any(applies(spec, kind) for spec in specs)]
     for kind in kinds:

@@ -196,6 +196,7 @@ class Explorer:
         for group in draws.groups(self.target.specs):
             if group.label not in draws.VARIED or time.monotonic() > deadline:
                 continue
+            self.session.listener.phase(f"exploring: does the layer take other sizes of {group.name}?")
             other = 3 if group.size != 3 else 5
             specs = draws.resized(self.target.specs, {group: other})
             outcome, _ = self._run(specs, draws.Draw(0, specs, "normal", self.target.seed + 99).tensors(), runs)
@@ -245,6 +246,7 @@ class Explorer:
     def _fails(self, key: tuple[str, str], specs: Sequence[InputSpec],
                tensors: Sequence[torch.Tensor]) -> CheckResult | None:
         """``key``'s failed result on these inputs, or None."""
+        self.session.listener.phase(f"shrinking {key[0]}{f'[{key[1]}]' if key[1] else ''}")  # the watchdog hears
         outcome, result = self._run(specs, tensors, self._subplan({key[0]}, key), key)
         return result if outcome == FAILS else None
 
