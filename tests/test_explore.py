@@ -225,3 +225,53 @@ def test_the_spec_key_and_the_api_explore() -> None:
     fixed = check_layer(load_zoo("good_explore_ties").LAYER, "1,5:BC", checks=["finite"], values=[[[0.5] * 5]])
     broken = check_layer(module.LAYER, "1,5:BC", checks=["finite"], values=[[[0.5] * 5]])
     assert fixed.passed and not broken.passed
+
+
+# -- what exploring must not do ------------------------------------------------------------------
+
+_EVEN_ONLY = '''
+import torch
+from torch import nn
+
+
+class PairPool(nn.Module):
+    """Averages neighbouring time steps: it takes even lengths only, and says so."""
+
+    def forward(self, x):
+        if x.shape[-1] % 2:
+            raise ValueError(f"PairPool needs an even length, got {x.shape[-1]}")
+        return x.reshape(*x.shape[:-1], -1, 2).mean(-1)
+
+
+class Positional(nn.Module):
+    """A learned position table: the length is the table's."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(6, 4) * 0.1)
+
+    def forward(self, x):
+        return x + self.table
+'''
+
+
+def test_sizes_a_layer_refuses_or_fixes_are_not_failures(tmp_path: Path) -> None:
+    """A layer that raises at odd lengths, or whose parameters fix the length, passes exploring:
+    those sizes stay as declared (runs[].explore.fixed) and the batch still varies."""
+    (tmp_path / "layers.py").write_text(_EVEN_ONLY)
+    for name, layout, fixed in (("PairPool", "3,4,8:BCT", "T=8"), ("Positional", "3,6,4:BTC", "T=6")):
+        code, out, err = _run(f"{tmp_path / 'layers.py'}:{name}", "--layout", layout, "--explore", "30",
+                              "--format", "json")
+        assert code == 0, out
+        explore = json.loads(out)["runs"][0]["explore"]
+        assert explore["fixed"] == [fixed] and explore["explored"] == 30 and "stopped" not in explore
+
+
+def test_the_spec_key_explores_and_the_time_limit_stops_it(tmp_path: Path) -> None:
+    _layer(tmp_path, "explore_batch_three")
+    spec = write_spec(tmp_path, "scale.yaml", "layer.py:Scale", "4,3,5:BCU", explore=50)
+    code, out, _ = _run(str(spec), "--format", "json", "--no-store")
+    assert code == 1 and json.loads(out)["runs"][0]["explore"]["found"].startswith("3,3,5:BCU")
+    code, out, _ = _run(str(spec), "--format", "json", "--no-store", "--explore-time", "0")
+    explore = json.loads(out)["runs"][0]["explore"]
+    assert code == 0 and explore["stopped"].startswith("stopped after 0 of 50 draws: --explore-time 0 s ran out")

@@ -276,8 +276,9 @@ class Explorer:
             smallest = f"Smallest failing input{short}: {describe(shrunk.specs, shrunk.tensors)}."
             head, fix, tail = message.rpartition(" Fix: ")
             message = f"{head.rstrip()} {smallest}{fix}{tail}" if fix else f"{message.rstrip()} {smallest}"
-        else:
-            details["shrunk"]["text"] = None
+        else:  # no smaller input fails: nothing to show or keep
+            details["shrunk"] = {"text": None, "tries": shrunk.tries, "seconds": round(shrunk.seconds, 3),
+                                 "complete": shrunk.complete, "seed": self.target.seed, "store": self.record["store"]}
         changed = dataclasses.replace(result, message=message, details=details)
         self.session.results[key] = changed
         self.session.listener.finished(key, changed, self.session.record)
