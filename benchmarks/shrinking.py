@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from conftest import load_zoo, run_zoo, zoo_names  # noqa: E402
+from layercheck.explore.engine import SHRINKABLE
+from layercheck.explore.settings import Exploration
 
-from layercheck.explore.engine import SHRINKABLE  # noqa: E402
-from layercheck.explore.settings import Exploration  # noqa: E402
+from conftest import load_zoo, run_zoo, zoo_names
 
 
 def main() -> None:

@@ -260,7 +260,7 @@ def test_sizes_a_layer_refuses_or_fixes_are_not_failures(tmp_path: Path) -> None
     those sizes stay as declared (runs[].explore.fixed) and the batch still varies."""
     (tmp_path / "layers.py").write_text(_EVEN_ONLY)
     for name, layout, fixed in (("PairPool", "3,4,8:BCT", "T=8"), ("Positional", "3,6,4:BTC", "T=6")):
-        code, out, err = _run(f"{tmp_path / 'layers.py'}:{name}", "--layout", layout, "--explore", "30",
+        code, out, _ = _run(f"{tmp_path / 'layers.py'}:{name}", "--layout", layout, "--explore", "30",
                               "--format", "json")
         assert code == 0, out
         explore = json.loads(out)["runs"][0]["explore"]
