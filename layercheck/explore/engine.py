@@ -192,9 +192,10 @@ class Explorer:
         """The B, S and T groups whose size the layer lets change: each tried once at another size
         (its parameters must stay as they are, and it must run)."""
         runs = self._subplan({p.info.id for p in self.session.plan} & RUNS)
+        labels = draws.VARIED if all(spec.floating for spec in self.target.specs) else "B"  # Note [shrinking]
         varied = []
         for group in draws.groups(self.target.specs):
-            if group.label not in draws.VARIED or time.monotonic() > deadline:
+            if group.label not in labels or time.monotonic() > deadline:
                 continue
             self.session.listener.phase(f"exploring: does the layer take other sizes of {group.name}?")
             other = 3 if group.size != 3 else 5

@@ -9,6 +9,11 @@
 #     time runs out; the input then is the smallest found, and says whether it stopped short.
 #     The same inputs at another size are checked by a fresh target built for them
 #     (Target.with_inputs): where the layer's parameters follow the sizes, that size is not tried.
+#     Integer and boolean inputs are often lengths or indices into another input's dimensions
+#     (CTCLoss's input_lengths): cutting those dimensions would hand the layer lengths beyond its
+#     input, which native kernels do not all check (CTCLoss corrupts the heap). With such an input
+#     only the batch is cut, every input at once, which keeps each observation whole; explored
+#     draws likewise vary only the batch (engine.py).
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ def shrink(specs: Sequence[InputSpec], tensors: Sequence[torch.Tensor], fails: F
            deadline: float, found: CheckResult | None = None) -> Shrunk:
     """The smallest input on which ``fails`` still fails, from ``specs`` and ``tensors`` (which
     fail with ``found``, or are to be found failing), trying until ``time.monotonic()`` passes
-    ``deadline``."""
+    ``deadline``. With an integer or boolean input only the batch is cut (Note [shrinking])."""
     start = time.monotonic()
     best = Shrunk(tuple(specs), list(tensors), found)
     progress = True
@@ -79,9 +84,10 @@ def shrink(specs: Sequence[InputSpec], tensors: Sequence[torch.Tensor], fails: F
 def _candidates(specs: tuple[InputSpec, ...],
                 tensors: list[torch.Tensor]) -> Iterator[tuple[tuple[InputSpec, ...], list[torch.Tensor]]]:
     """Simpler inputs than these, simplest first."""
+    batch_only = not all(spec.floating for spec in specs)
     for group in groups(specs):
         n = group.size
-        if group.label == "C" or n == 1:
+        if group.label == "C" or n == 1 or (batch_only and group.label != "B"):
             continue
         for k in sorted({1, 2, n // 2, n - 1} - {0, n}):
             yield _cut(specs, tensors, group, 0, k)
