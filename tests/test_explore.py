@@ -275,3 +275,15 @@ def test_the_spec_key_explores_and_the_time_limit_stops_it(tmp_path: Path) -> No
     code, out, _ = _run(str(spec), "--format", "json", "--no-store", "--explore-time", "0")
     explore = json.loads(out)["runs"][0]["explore"]
     assert code == 0 and explore["stopped"].startswith("stopped after 0 of 50 draws: --explore-time 0 s ran out")
+
+
+def test_the_python_api_keeps_and_replays_failures_in_a_store_it_is_given(tmp_path: Path) -> None:
+    broken, fixed = load_zoo("explore_exact_zeros").LAYER, load_zoo("good_explore_exact_zeros").LAYER
+    folder = tmp_path / ".layercheck"
+    first = check_layer(broken, "4,6:BC", explore=10, store=folder)
+    assert not first.passed and len(list((folder / "failures").glob("*.json"))) == 1
+    with pytest.warns(UserWarning, match="replaying 1 saved failure"):
+        again = check_layer(broken, "4,6:BC", store=folder)  # no explore: the saved input fails
+    assert not again.passed and again.runs[0].explore["replayed"][0]["outcome"] == "fails"
+    assert check_layer(broken, "4,6:BC").passed  # no store: nothing replayed
+    assert check_layer(fixed, "4,6:BC", store=folder).passed  # another layer: its own key, nothing replayed
