@@ -134,7 +134,6 @@ class Explorer:
     def finish(self) -> dict[str, Any]:
         """Explore where every check passed, shrink every failure, and put the replayed and
         explored failures in the session's results; the run report's ``explore`` record."""
-        deadline = time.monotonic() + self.exploration.shrink_seconds
         for key, (entry, result, shrunk) in self.replayed.items():
             self._merge(key, result, shrunk, f"a saved failure (found {entry.found or 'before'}, replayed from "
                                               f"{self.record['store'] or 'the store'})")
@@ -142,9 +141,10 @@ class Explorer:
         if self.exploration.draws > 0:
             if failing:
                 self.record["explored"] = 0
-                self.record["stopped"] = "not explored: the declared inputs fail already"
+                self.record["stopped"] = "not explored: a check fails already"
             else:
                 self._explore()
+        deadline = time.monotonic() + self.exploration.shrink_seconds
         for key in [k for k, r in self.session.results.items() if r.status is Status.FAILED]:
             result = self.session.results[key]
             if key[0] not in SHRINKABLE or "shrunk" in result.details or self.exploration.shrink_seconds <= 0:
