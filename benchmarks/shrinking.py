@@ -5,10 +5,10 @@ Exploration (failures shrunk, nothing explored, no store), as ``layercheck run``
 failed check whose verdict depends on the inputs (explore/engine.py's SHRINKABLE) is shrunk, and
 the time each shrink took is listed with its tries, whether it found a smaller failing input and
 whether it stopped short. Then, on the correct zoo layers, the default suite with and without the
-Exploration, alternated in one process (CPU time of this process: a busy machine moves it
-less than wall time): the ratio is what shrinking costs a run with no failure.
+Exploration, alternated in one process, each first in every other round (CPU time of this process:
+a busy machine moves it less than wall time): the ratio is what shrinking costs a run with no failure.
 
-    python benchmarks/shrinking.py [--only NAME ...] [--budget 20] [--rounds 3]
+    python benchmarks/shrinking.py [--only NAME ...] [--budget 20] [--rounds 2] [--cost-only]
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--budget", type=float, default=20.0, help="shrink seconds per target")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of the side-by-side cost comparison")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the side-by-side cost comparison")
+    parser.add_argument("--cost-only", action="store_true", help="only the side-by-side cost on the correct layers")
     args = parser.parse_args()
     names = args.only or zoo_names()
     broken = [n for n in names if load_zoo(n).EXPECT_FAIL]
@@ -40,7 +41,7 @@ def main() -> None:
 
     shrinks: list[tuple[str, str, float, int, bool, bool]] = []
     other = 0
-    for name in broken:
+    for name in [] if args.cost_only else broken:
         report = run_zoo(name, exploration=exploration)
         for result in report.results:
             if result.status.value != "failed":
@@ -63,9 +64,10 @@ def main() -> None:
               f"({max(shrinks, key=lambda s: s[2])[:2]}), total {sum(seconds):.1f} s")
 
     plain, shrinking = [], []
-    for _ in range(args.rounds):
+    for round_ in range(args.rounds):
         for name in good:
-            for bucket, given in ((plain, None), (shrinking, exploration)):
+            pair = ((plain, None), (shrinking, exploration))
+            for bucket, given in pair if round_ % 2 == 0 else pair[::-1]:  # either goes first as often
                 start = time.process_time()
                 run_zoo(name, exploration=given)
                 bucket.append(time.process_time() - start)
