@@ -3,7 +3,7 @@
 A draw varies the sizes of the B, S and T dimensions (batch sizes 1, 3 and other odd and prime
 ones; odd lengths, powers of two plus or minus one, across the 16/32/64/128 block boundaries) and
 the values of the standard-normal floating inputs (exact zeros, ties, repeated and constant rows,
-large and small magnitudes, identity matrices where two dimensions are square, one-hot rows).
+large (×10) and small (×0.001) magnitudes, identity matrices where two dimensions are square, one-hot rows).
 C and U dimensions, inputs drawn from another distribution (their domain) and sizes the layer
 fixes (:class:`Dims`, probed by the engine) stay as declared. Everything is seeded: the same seed
 gives the same draws.
@@ -156,7 +156,7 @@ def values(spec: InputSpec, kind: str, seed: int) -> torch.Tensor:
     if kind == "ties":
         return torch.round(x * 2) / 2
     if kind == "large":
-        return x * 1e2
+        return x * 10
     if kind == "small":
         return x * 1e-3
     if kind == "identity":
