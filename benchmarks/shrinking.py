@@ -63,6 +63,8 @@ def main() -> None:
         print(f"shrinking time per failure: median {statistics.median(seconds):.2f} s, worst {seconds[-1]:.2f} s "
               f"({max(shrinks, key=lambda s: s[2])[:2]}), total {sum(seconds):.1f} s")
 
+    if args.rounds <= 0:
+        return
     plain, shrinking = [], []
     for round_ in range(args.rounds):
         for name in good:
