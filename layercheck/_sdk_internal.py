@@ -54,6 +54,7 @@ from layercheck.support.runs import (
     rounding_tolerances,
     share_predict,
 )
+from layercheck.target.building import initialize
 from layercheck.target.frames import chain, is_user_file, user_frame, user_trace
 from layercheck.target.subject import Target
 from layercheck.target.tensors import custom_functions, tensors_in
@@ -78,6 +79,7 @@ __all__ = [
     "forward_is_random",
     "full_float32",
     "gradient_norm_floor",
+    "initialize",
     "input_change",
     "is_user_file",
     "label",

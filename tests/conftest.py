@@ -10,6 +10,8 @@ from types import ModuleType
 import pytest
 
 from layercheck.engine.runner import Options, run_target
+from layercheck.explore import store
+from layercheck.explore.settings import Exploration
 from layercheck.parent.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.parent.registry import select
 from layercheck.parent.result import RunReport
@@ -47,9 +49,10 @@ def zoo_inputs(module: ModuleType) -> tuple[list[InputSpec], dict[str, object]]:
 
 
 def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = (), seed: int = 0,
-            reference: bool = True) -> RunReport:
+            reference: bool = True, exploration: Exploration | None = None) -> RunReport:
     """Run the default checks (or ``only`` these) on one zoo layer; ``reference``: against its
-    REFERENCE where it names one."""
+    REFERENCE where it names one; ``exploration``: with
+    failures shrunk, replayed and explored (layercheck.explore)."""
     module = load_zoo(name)
     inputs, constants = zoo_inputs(module)
     target = Target(
@@ -68,7 +71,7 @@ def run_zoo(name: str, *, only: tuple[str, ...] = (), enable: tuple[str, ...] = 
         enable = (*enable, "reference")  # as the plan of a target that names a reference enables it
     plan = select(only=only, skip=tuple(getattr(module, "SKIP", ())),
                   enable=tuple(getattr(module, "ENABLE", ())) + enable)
-    return run_target(target, plan, options=Options(seed=seed))
+    return run_target(target, plan, options=Options(seed=seed), exploration=exploration)
 
 
 def write_spec(folder: Path, name: str, layer: str, *layouts: str, **keys: object) -> Path:
@@ -87,6 +90,16 @@ def failed_checks(report: RunReport) -> set[str]:
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+DEFAULT_STORE_FOLDER = store.default_folder
+
+
+@pytest.fixture(autouse=True)
+def _failure_store_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line keeps failures in .layercheck/ beside a spec or in the working directory:
+    in a test, in its own folder, so that no test replays another's failures (or the repository's)."""
+    monkeypatch.setattr(store, "default_folder", lambda source: tmp_path / ".layercheck")
 
 
 def install_package(folder: Path, package: str, module_text: str, group: str) -> None:

@@ -48,7 +48,7 @@ def test_json_report_matches_the_schema(tmp_path: Path) -> None:
     assert data["environment"]["plugins"] == []  # the check plug-ins that ran: none installed here
     (run,) = data["runs"]
     assert set(run) == {"target", "kind", "custom_backward", "inputs", "status", "error", "location", "seed",
-                        "seconds", "summary", "results", "interpreter"}
+                        "seconds", "summary", "results", "interpreter", "explore"}
     assert run["interpreter"] is None  # no Triton kernel: nothing ran under Triton's interpreter
     assert run["target"] == "layers/prelu.py" and run["kind"] == "module" and run["status"] == "passed"
     assert run["inputs"] == [{"size": [4, 3, 5, 2], "format": "SSCB"}]

@@ -8,8 +8,11 @@ from torch import nn
 
 from layercheck._sdk_internal import (
     Target,
+    assert_same_unless_random,
     describe_shapes,
     failing,
+    forward_is_random,
+    initialize,
     output_names,
     path_allowance,
     path_tolerances,
@@ -241,7 +244,7 @@ def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     "state_dict",
     title="a state-dict round trip into a fresh instance reproduces the outputs",
     requires=("forward_runs",),
-    uses=(PREDICT,),  # the rounding floor of the predict outputs
+    uses=(PREDICT, FORWARD),  # the rounding floor of the predict outputs; forward_is_random
     applies=_STATELESS,
     tolerances=path_tolerances("relative difference between predict outputs of the saved layer and of a fresh "
                                "instance loaded from its state_dict"),
@@ -264,6 +267,7 @@ def state_dict(ctx: Context) -> str:
         source.forward(inputs, grad=False)  # running statistics, hidden state: what training leaves behind
     _nudge(source.module, ctx.seed)
     saved = source.module.state_dict()
+    kept = {name: value.clone() if isinstance(value, torch.Tensor) else value for name, value in saved.items()}
     reborn = _construct(ctx, seed=ctx.seed + 1)
     _match_resized_state(reborn, saved)
     try:
@@ -278,7 +282,61 @@ def state_dict(ctx: Context) -> str:
     assert_close(expected, actual, names=output_names(expected), allowance=path_allowance(ctx, PREDICT),
                  what="predict of the saved layer vs a fresh instance (other seed) loaded from its state_dict",
                  labels=("the saved layer", "the loaded instance"))
-    return f"{len(saved)} state-dict entries reproduce {len(expected)} output(s) in a fresh instance"
+    _resumed_training(ctx, source, kept)
+    return (f"{len(saved)} state-dict entries reproduce {len(expected)} output(s) in a fresh instance, in "
+            "predict and in training")
+
+
+# Note [training after a checkpoint]
+#     Resuming training loads a state_dict into a freshly constructed layer and calls it in
+#     training mode. What the layer keeps outside its state_dict is then as constructed: a
+#     data-dependent initialisation whose "initialised" flag is a plain Python bool (Glow's
+#     ActNorm in several ports) initialises again, from the next batch, over the trained
+#     parameters. So the loaded instance is made as a resuming process makes it (constructor and
+#     initialize, not the data-dependent first call every other check starts from, Note
+#     [data-dependent initialisation] in building.py), and its first training forward must give
+#     the saved layer's training forward (same input, same random stream: dropout draws the same
+#     mask, batch statistics are the same) and leave its loaded parameters as they were.
+def _resumed_training(ctx: Context, source: Subject, saved: dict[str, torch.Tensor]) -> None:
+    """Note [training after a checkpoint]. ``saved``: the state_dict as it was saved (a copy)."""
+    assert source.module is not None
+    target = ctx.target
+    other = Target(target.instance if target.instance is not None else target.cls, target.specs,
+                   args=target.args, kwargs=target.kwargs, seed=ctx.seed + 1, name=target.name,
+                   invocation=target.invocation, constants=target.constants, on=target.home)
+    resumed = other.at_home(other.construct())
+    initialize(resumed, other, ctx.seed + 1)
+    resumed = other.at_home(resumed)
+    _match_resized_state(resumed, saved)
+    try:
+        resumed.load_state_dict(saved)
+    except Exception:
+        return  # a layer that cannot load before its first call: the predict round trip above judged it
+    _match_resized_state(source.module, saved)
+    source.module.load_state_dict(saved)  # the state as saved: predict may have moved a recurrent state since
+    loaded = {name: p.detach().clone() for name, p in resumed.named_parameters()}
+    own = {name: p.detach().clone() for name, p in source.module.named_parameters()}
+    rng = ctx.seed + 7
+    expected = _forward_seeded(source, source.inputs(), rng)
+    actual = _forward_seeded(Subject(target, resumed), source.inputs(), rng)
+    kept = dict(source.module.named_parameters())
+    moved = [name for name, p in resumed.named_parameters()
+             if name in own and name in kept and not torch.equal(p.detach(), loaded[name])
+             and torch.equal(kept[name].detach(), own[name])]
+    if moved:
+        raise CheckFailed(f"a fresh instance loaded from the state_dict changed {', '.join(moved)} in its first "
+                          "training forward, which the saved layer's training forward leaves as they are: something "
+                          "kept outside the state_dict (a plain Python attribute, such as an 'initialised' flag) "
+                          "makes a layer resumed from a checkpoint initialise again over its trained parameters. "
+                          "Fix: keep it in a buffer (self.register_buffer('initialised', torch.tensor(False)))",
+                          details={"changed": moved})
+    assert_same_unless_random(expected, actual, random=lambda: forward_is_random(ctx), names=output_names(expected),
+                              allowance=path_allowance(ctx, PREDICT), labels=("the saved layer", "the loaded instance"),
+                              what="training forward of the saved layer vs a fresh instance loaded from its state_dict")
+
+
+def _forward_seeded(subject: Subject, inputs: list[torch.Tensor], rng: int) -> list[torch.Tensor]:
+    return [t.detach() for t in Outputs.of(subject.forward(inputs, grad=False, rng_seed=rng)).tensors]
 
 
 def _nudge(module: nn.Module, seed: int) -> None:

@@ -28,6 +28,8 @@ from typer.core import TyperGroup
 from layercheck._version import __version__
 from layercheck.cli import scaffold
 from layercheck.cli.output import report_stream
+from layercheck.explore import keeping
+from layercheck.explore.settings import DEFAULT_SECONDS as DEFAULT_EXPLORE_SECONDS
 
 # Nothing here imports torch (runner, isolation and loading do, inside the commands that need
 # them): --help, `layercheck checks` and usage errors answer at once.
@@ -175,6 +177,10 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print whole messages and tracebacks.")] = False,
     reference: Annotated[str | None, typer.Option("--reference", metavar="TARGET", show_default=False, help="Judge every target against this reference implementation (file.py:Class, module:Class, or autograd: the layer's own forward differentiated by autograd), which receives the layer's parameter values: the reference check, flash-attention's rule in each dtype (default: the spec's reference:).")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Fail a check that applies but could not judge the layer (rounding noise, kinks, a dtype no kernel here supports), not only one that finds it wrong; a check that does not apply (no GPU, no state) is still skipped.")] = False,
+    explore: Annotated[int | None, typer.Option("--explore", min=0, metavar="N", show_default=False, help="After the default draws pass, up to N more draws per target (batch sizes, odd and block-boundary lengths, exact zeros, ties, identity and one-hot rows, large and small values) running the checks that can fail on inputs, until one fails (default: the spec's explore:, else 0).")] = None,
+    explore_time: Annotated[float, typer.Option("--explore-time", min=0.0, metavar="SECONDS", help="Time limit of one target's explored draws.")] = DEFAULT_EXPLORE_SECONDS,
+    emit_test: Annotated[Path | None, typer.Option("--emit-test", metavar="DIR", file_okay=False, show_default=False, help="Write a pytest file per failure into DIR, running that check on its smallest failing input through the Python API: it fails until the layer is fixed.")] = None,
+    no_store: Annotated[bool, typer.Option("--no-store", help="Neither replay nor keep failures in the store, .layercheck/ beside the spec (else in the working directory).")] = False,
 ) -> None:
     """Check layers and exit 0 (all passed or skipped), 1 (a check failed or errored, or a
     layer could not be loaded) or 2 (invalid command line, spec or layout).
@@ -230,6 +236,10 @@ def run(
         interpret_sizes=_interpret_sizes(interpret_sizes),
         started=_started,
         reference=None if reference is None else reference.strip(),
+        exploring=True,
+        explore=explore,
+        explore_time=explore_time,
+        store=not no_store,
     )
     plans = [TargetPlan.of(spec, options) for spec in specs]  # what each target is checked with, once
     _check_interpreter(plans, options)
@@ -241,6 +251,9 @@ def run(
         everything, plans = len(plans), part.select(plans)
         if not plans:
             _stderr().print(f"shard {part} holds none of the {everything} target{'s' * (everything != 1)}: nothing checked", markup=False)
+    plans, said = keeping.prepare(plans)  # the store's failures, replayed first
+    for line in said:
+        _stderr().print(line, markup=False)
     out = Console(file=report_stream(), highlight=False, soft_wrap=False)  # no padding in a pipe
     with console_report.progress_display(_stderr(), enabled=not quiet) as progress:
         if no_isolate:
@@ -253,6 +266,8 @@ def run(
 
             report = isolation.run(plans, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
     report = _arranged.get()(report)  # a scan's tree (layercheck scan)
+    for line in keeping.keep(plans, report.runs, emit_test):
+        _stderr().print(line, markup=False)
     _emit(report, fmt, files, out, quiet=quiet, verbose=verbose)
     if report.interrupted:
         _stderr().print(f"layercheck: interrupted: the report holds the {len(report.runs)} target(s) checked so far", markup=False)

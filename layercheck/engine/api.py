@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import inspect
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from layercheck._version import __version__
 from layercheck.engine import runner
+from layercheck.explore import keeping
+from layercheck.explore.settings import DEFAULT_SECONDS as DEFAULT_EXPLORE_SECONDS
 from layercheck.parent import limits
 from layercheck.parent.errors import LoadError, UsageError
 from layercheck.parent.inputs import InputSpec, looks_like_input, parse_input
@@ -56,6 +60,10 @@ def check_layer(
     reference_args: Sequence[Any] | None = None,
     reference_kwargs: Mapping[str, Any] | None = None,
     reference_map: Mapping[str, str] | None = None,
+    explore: int = 0,
+    explore_time: float = DEFAULT_EXPLORE_SECONDS,
+    store: str | Path | None = None,
+    values: Sequence[Any] | None = None,
 ) -> Report:
     """Run the checks on one layer and return the report (``report.render("junit")`` etc.).
 
@@ -82,7 +90,13 @@ def check_layer(
     parameter values, renamed by ``reference_map`` (``{"weight": "scale"}``). Invalid arguments
     raise ``TypeError`` or a ``UsageError`` (a ``ValueError``) before anything runs; a layer that
     cannot be constructed, or a reference that cannot take its parameter values, gives a report
-    whose run has an ``error``.
+    whose run has an ``error``. Failures are shrunk to their smallest failing input
+    (the message shows it; ``details["shrunk"]`` holds it); ``explore``: after the default draws pass, up to this many
+    more draws searching for a failure (``--explore``), within ``explore_time`` seconds; ``store``:
+    a failure store folder (``.layercheck``) to replay saved failures from first and keep new ones
+    in (the command line's default; None here: none); ``values``: the inputs' values themselves,
+    one nested list or tensor per input at its layout's size, instead of drawn ones (a kept
+    failure replayed: the tests ``--emit-test`` writes).
     """
     start = time.perf_counter()
     if isinstance(checks, str) or isinstance(only, str) or isinstance(skip, str) or isinstance(enable, str):
@@ -95,7 +109,10 @@ def check_layer(
         runner.check_devices([options.on], "on=")
     if interpret_sizes not in (None, *INTERPRET_SIZES):
         raise UsageError(f"interpret_sizes={interpret_sizes!r}: expected one of {', '.join(INTERPRET_SIZES)}")
-    options = replace(options, interpret=bool(interpret), interpret_sizes=interpret_sizes)
+    if isinstance(explore, bool) or not isinstance(explore, int) or explore < 0:
+        raise TypeError(f"explore must be a number of draws (0 or more), not {explore!r}")
+    options = replace(options, interpret=bool(interpret), interpret_sizes=interpret_sizes, exploring=True,
+                      explore=explore, explore_time=explore_time, store=store is not None)
     if reference is not None:  # the reference check runs wherever a reference is named
         options = replace(options, enable=(*options.enable, "reference"))
     target, plan = _target(layer, layouts, options=options, args=args, kwargs=kwargs, call_kwargs=call_kwargs,
@@ -104,12 +121,22 @@ def check_layer(
         target.reference = _reference(reference, reference_args, reference_kwargs, reference_map)
     elif reference_args is not None or reference_kwargs is not None or reference_map:
         raise TypeError("reference_args, reference_kwargs and reference_map describe a reference: give reference= too")
+    if store is not None and plan.exploration is not None:
+        plan = replace(plan, exploration=replace(plan.exploration, store=Path(store)))
+    (plan,), said = keeping.prepare([plan])
+    for line in said:
+        warnings.warn(line, stacklevel=2)
+    if values is not None:
+        target.given_values(_values(values, target))
     resolved = runner.checks_of(plan)
     try:
         with prepare.interpreting(target, interpret, interpret_sizes) as checked:
-            run = runner.run_target(checked, resolved.planned, options=options, tolerances=resolved.tolerances)
+            run = runner.run_target(checked, resolved.planned, options=options, tolerances=resolved.tolerances,
+                                    exploration=plan.exploration)
     except LoadError as exc:  # the interpreter asked for, and Triton cannot be imported
         raise UsageError(f"interpret=True: {exc}") from None
+    for line in keeping.keep([plan], [run]):
+        warnings.warn(line, stacklevel=2)
     return Report(runs=[run], environment=runner.environment(), version=__version__,
                   seconds=time.perf_counter() - start)
 
@@ -227,6 +254,21 @@ def _reference(given: Any, args: Sequence[Any] | None, kwargs: Mapping[str, Any]
         return reference_of(given, args=args, kwargs=kwargs, mapping=mapping, base_dir=Path.cwd())
     except LoadError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _values(values: Sequence[Any], target: Target) -> list[torch.Tensor]:
+    """``values=``: one tensor per input, float64 for floating ones, at its layout's size."""
+    if isinstance(values, (str, bytes)) or len(values) != len(target.specs):
+        raise TypeError(f"values takes one nested list or tensor per input ({len(target.specs)}), "
+                        f"not {type(values).__name__}")
+    tensors = []
+    for spec, value in zip(target.specs, values):
+        dtype = torch.float64 if spec.floating else torch.bool if spec.dtype == "bool" else torch.int64
+        x = torch.as_tensor(value, dtype=dtype).clone()
+        if tuple(x.shape) != spec.layout.size:
+            raise UsageError(f"values: an input of size {list(x.shape)} for layout {spec.layout}")
+        tensors.append(x)
+    return tensors
 
 
 def _input(item: Layout | InputSpec | str) -> InputSpec:

@@ -29,6 +29,8 @@ from typing import Any
 import torch
 
 from layercheck._version import __version__
+from layercheck.explore.engine import Explorer
+from layercheck.explore.settings import Exploration
 from layercheck.parent import limits, plugins
 from layercheck.parent.errors import (
     CheckError,
@@ -135,7 +137,7 @@ def run_plan(plan: TargetPlan, options: Options, progress: Progress | None = Non
         where = "layer: " if plan.source is not None else ""  # the spec file is the run's name already
         return error_run(plan, f"{where}{exc}", seconds=time.perf_counter() - start)
     return run_target(target, checks.planned, options=options, tolerances=checks.tolerances, progress=progress,
-                      record=record, listener=listener, deadline=deadline)
+                      record=record, listener=listener, deadline=deadline, exploration=plan.exploration)
 
 
 def load_target(plan: TargetPlan, options: Options, *, announce: bool = True) -> Target:
@@ -388,16 +390,22 @@ class _Sample:
 def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Options(),
                tolerances: Mapping[tuple[str, str], float] | None = None,
                progress: Progress | None = None, record: Record | None = None, listener: Listener | None = None,
-               deadline: float | None = None) -> RunReport:
+               deadline: float | None = None, exploration: Exploration | None = None) -> RunReport:
     """Run the planned checks on one target, in order, each isolated from the others (those
     ``record`` holds already are not run again). Past ``deadline`` (``time.monotonic()``), the
-    next check is an error and the others do not run."""
+    next check is an error and the others do not run. ``exploration``: saved failures replayed
+    first, failures shrunk, more draws explored (Note [exploring] in explore/engine.py)."""
     start = time.perf_counter()
     session = TargetRun(target, plan, options=options, tolerances=tolerances, record=record, listener=listener,
                         progress=progress)
     error = session.start()
     if error is not None:
         return session.report(time.perf_counter() - start, error=error)
+    explorer = None
+    if exploration is not None:
+        explorer = Explorer(session, exploration, lambda other, checks: TargetRun(
+            other, checks, options=options, tolerances=session.tolerances))
+        explorer.replay()
     for info, variant in session.steps():
         if deadline is not None and time.monotonic() >= deadline and (info.id, variant) not in session.results:
             assert options.timeout_total is not None
@@ -405,6 +413,9 @@ def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Op
             session.results[(info.id, variant)] = CheckResult(info.id, variant, Status.ERROR, 0.0, message)
             break
         session.result(info, variant)
+    if explorer is not None:
+        explored = explorer.finish()
+        return replace(session.report(time.perf_counter() - start), explore=explored)
     return session.report(time.perf_counter() - start)
 
 

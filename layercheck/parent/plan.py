@@ -15,6 +15,9 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Any
 
+from layercheck.explore import store
+from layercheck.explore.settings import DEFAULT_SECONDS as DEFAULT_EXPLORE_SECONDS
+from layercheck.explore.settings import Exploration
 from layercheck.parent.inputs import InputSpec
 from layercheck.parent.invocation import Invocation
 from layercheck.parent.layout import Layout
@@ -49,6 +52,12 @@ class Options:
     interpret_sizes: str | None = None  # "full" or "reduced": the sizes interpreted kernels run at (--interpret-sizes)
     reference: str | None = None  # --reference TARGET: overrides a spec's reference:
     contained: bool = False  # set in a worker process: prints are captured, a KeyboardInterrupt is the layer's
+    # layercheck.explore: failures shrunk, kept and replayed (the command line and the Python API; not the
+    # pytest plugin), --explore N (None: the spec's explore:), --explore-time, the store (None: --no-store)
+    exploring: bool = False
+    explore: int | None = None
+    explore_time: float = DEFAULT_EXPLORE_SECONDS
+    store: bool = True
 
 
 @dataclass
@@ -116,6 +125,7 @@ class TargetPlan:
     reference_kwargs: Mapping[str, Any] | None = None
     reference_map: Mapping[str, str] = field(default_factory=dict)
     reference_dir: Path = field(default_factory=Path.cwd)
+    exploration: Exploration | None = None  # replaying, exploring, shrinking (layercheck.explore); None: none
 
     @classmethod
     def of(cls, spec: TargetSpec, options: Options, *, name: str | None = None,
@@ -144,6 +154,11 @@ class TargetPlan:
                                     on=on, interpret=interpret, interpret_sizes=interpret_sizes,
                                     strict=options.strict, reference=given)
         sources = ((f"{spec.name}: tolerance", spec.tolerance),) if spec.tolerance else ()
+        exploration = None
+        if options.exploring:
+            exploration = Exploration(draws=options.explore if options.explore is not None else spec.explore,
+                                      seconds=options.explore_time,
+                                      store=store.default_folder(spec.source) if options.store else None)
         return cls(name=name or spec.name, layer=spec.layer, inputs=spec.inputs, args=spec.args,
                    kwargs=spec.kwargs, constants=spec.constants, base_dir=spec.base_dir, source=spec.source,
                    seed=seed, on=on, interpret=interpret, interpret_sizes=interpret_sizes, only=options.only,
@@ -153,7 +168,8 @@ class TargetPlan:
                    tolerances=(*sources, *((("--tolerance", options.tolerance),) if options.tolerance else ())),
                    invocation=invocation, reference=given, reference_args=spec.reference_args,
                    reference_kwargs=spec.reference_kwargs, reference_map=spec.reference_map,
-                   reference_dir=reference_dir)
+                   reference_dir=reference_dir,
+                   exploration=exploration)
 
     @property
     def layouts(self) -> tuple[Layout, ...]:

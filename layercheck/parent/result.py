@@ -118,7 +118,9 @@ class RunReport:
     ``error`` is why the layer could not be loaded or constructed (then there are no results);
     ``location`` is where the layer is defined, ``{"file": ..., "line": ...}``, when known;
     ``interpreter``, where its Triton kernels ran under Triton's interpreter (not compiled):
-    ``{"kernels", "sizes" ("reduced" or "given"), "inputs" (as checked), "why"}``.
+    ``{"kernels", "sizes" ("reduced" or "given"), "inputs" (as checked), "why"}``; ``explore``, where
+    failures were replayed, explored or shrunk (layercheck.explore): the store, the saved failures
+    replayed, the draws explored and where they stopped.
     """
 
     target: str
@@ -131,6 +133,7 @@ class RunReport:
     error: str | None = None
     location: dict[str, Any] | None = None
     interpreter: dict[str, Any] | None = None
+    explore: dict[str, Any] | None = None
 
     @property
     def status(self) -> Status:
@@ -162,6 +165,7 @@ class RunReport:
             "seconds": round(self.seconds, 6),
             "summary": self.summary,
             "results": [r.to_dict() for r in self.results],
+            **({"explore": self.explore} if self.explore is not None else {}),
         }
 
     @classmethod
@@ -177,6 +181,7 @@ class RunReport:
             error=data.get("error"),
             location=data.get("location"),
             interpreter=data.get("interpreter"),
+            explore=data.get("explore"),
         )
 
 

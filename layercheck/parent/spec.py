@@ -17,7 +17,8 @@ from layercheck.parent.specerrors import every_problem
 
 INTERPRET_SIZES = ("reduced", "full")  # interpret_sizes:, --interpret-sizes (Note [interpreted sizes])
 _KEYS = ("layer", "args", "kwargs", "inputs", "inputs_file", "call_kwargs", "checks", "seed", "tolerance", "on",
-         "interpret", "interpret_sizes", "reference", "reference_args", "reference_kwargs", "reference_map")
+         "interpret", "interpret_sizes", "reference", "reference_args", "reference_kwargs", "reference_map",
+         "explore")
 AUTOGRAD = "autograd"  # reference: autograd: the layer's own forward, differentiated by autograd
 _CHECK_KEYS = ("skip", "enable")
 _SPEC_SUFFIXES = (".yaml", ".yml")
@@ -45,6 +46,7 @@ class TargetSpec:
     reference_args: tuple[Any, ...] | None = None  # its constructor arguments (None: the layer's)
     reference_kwargs: Mapping[str, Any] | None = None
     reference_map: Mapping[str, str] = field(default_factory=dict)  # layer state_dict key -> the reference's
+    explore: int = 0  # extra draws searching for a failure (explore:, --explore)
 
     @property
     def layouts(self) -> tuple[Layout, ...]:
@@ -172,10 +174,14 @@ def parse_spec(data: object, *, source: Path | None = None) -> TargetSpec:
                               "kernels run at)", default=None)
     if interpret_sizes not in (None, *INTERPRET_SIZES):
         raise SpecError(f"{where}: interpret_sizes: {interpret_sizes!r} is not one of {', '.join(INTERPRET_SIZES)}")
+    explore = _expect(data, "explore", int, where, "a number of extra draws (0 for none)", default=0)
+    if explore < 0:
+        raise SpecError(f"{where}: explore: {explore} must be 0 or more (extra draws searching for a failure)")
     reference = _parse_reference(data, where)
     base_dir = source.parent if source is not None else Path.cwd()
     return TargetSpec(
         **reference,
+        explore=explore,
         on=on,
         interpret=interpret,
         interpret_sizes=interpret_sizes,

@@ -221,6 +221,12 @@ class Target:
                 return None
         return other
 
+    def given_values(self, tensors: Sequence[torch.Tensor]) -> Target:
+        """This target with its inputs' values given, not drawn (an explored or shrunk input,
+        layercheck.explore): one tensor per input spec, floating ones in float64 as ``draw`` makes them."""
+        self._base_inputs = [x.detach().clone() for x in tensors]
+        return self
+
     @property
     def batch_sizes(self) -> set[int]:
         """The sizes of the inputs' B dimensions: one where they agree, none without a B."""

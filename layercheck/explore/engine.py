@@ -1,0 +1,295 @@
+"""Replay, explore and shrink inside one target's run (Note [exploring]).
+
+# Note [exploring]
+#     A target's run with an Exploration (the command line and the Python API give one) does
+#     three things beside its checks. Before them, the store's failures of this target are
+#     replayed: each saved input through its check. After them, when every check passed, up to
+#     ``draws`` explored draws (draws.py) run the checks that can fail on inputs (EXPLORED), each
+#     draw a fresh target built for its inputs (Target.with_inputs), until one fails or the time
+#     runs out. A draw on which the layer raises (a RUNS check fails) is a size or value it
+#     refuses, not a failure: the record counts it. Every failure of a SHRINKABLE check, of the
+#     default draws, a replay or a draw, is then shrunk (shrink.py) and its result says so. A
+#     check that passes at the declared inputs but fails at a replayed or explored one becomes
+#     failed, naming both. Without failures none of this costs anything but the draws asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import torch
+
+from layercheck.explore import draws
+from layercheck.explore.settings import Exploration, Saved
+from layercheck.explore.shrink import Shrunk, describe, shrink
+from layercheck.parent.inputs import InputSpec
+from layercheck.parent.layout import Layout
+from layercheck.parent.plan import Listener, Options, Progress, Record
+from layercheck.parent.registry import CheckInfo, Planned
+from layercheck.parent.result import CheckResult, Status
+from layercheck.target.subject import Target
+
+EXPLORED = frozenset({"predict_runs", "forward_runs", "forward_predict_agree", "backward_runs", "backward_size",
+                      "gradients", "dtype", "observations", "finite", "noncontiguous", "input_unchanged"})
+"""The checks an explored draw runs: those whose verdict can change with the inputs."""
+
+RUNS = frozenset({"signatures", "predict_runs", "forward_runs", "backward_runs"})
+"""At an explored size or value, a failure of these says the layer refuses that input."""
+
+AT_DIFFERENTIABLE = frozenset({"gradients"})
+"""Checks not run at special values: they judge by finite differences.
+
+# Note [special values and finite differences]
+#     Exact zeros, ties, identity and one-hot rows are where functions stop being differentiable
+#     (ReLU and abs at 0, max at ties, sqrt at 0): finite differences there disagree with any
+#     gradient a correct layer may choose, and the gradient check cannot tell a kink from a bug
+#     at every such point. A draw of special values therefore runs the other checks (finite
+#     catches NaN and infinite gradients there, observations and noncontiguous their own), and
+#     the gradient check judges the draws of standard-normal values at other sizes.
+"""
+
+SHRINKABLE = EXPLORED
+FAILS, PASSES, REFUSED = "fails", "passes", "refused"
+
+
+class Session(Protocol):
+    """What the engine reads of the runner's TargetRun."""
+
+    target: Target
+    plan: list[Planned]
+    options: Options
+    results: dict[tuple[str, str], CheckResult]
+    record: Record
+    listener: Listener
+    progress: Progress | None
+
+    def start(self) -> str | None: ...
+
+    def result(self, info: CheckInfo, variant: str) -> CheckResult: ...
+
+
+class Explorer:
+    """One target's replaying, exploring and shrinking around its ``session``'s checks;
+    ``make`` runs other inputs: a TargetRun of a target and some of the session's checks."""
+
+    def __init__(self, session: Session, exploration: Exploration,
+                 make: Callable[[Target, list[Planned]], Session]) -> None:
+        self.session = session
+        self.exploration = exploration
+        self.make = make
+        self.target = session.target
+        self.replayed: dict[tuple[str, str], tuple[Saved, CheckResult, Shrunk]] = {}
+        self.record: dict[str, Any] = {"store": None if exploration.store is None else str(exploration.store),
+                                       "replayed": [], "asked": exploration.draws}
+
+    # -- replaying -------------------------------------------------------------------------------
+
+    def replay(self) -> None:
+        """Run each saved failure's check on its saved input (before the checks: "replaying")."""
+        saved = self.exploration.saved
+        if not saved:
+            return
+        self._tell(f"replaying {len(saved)} saved failure{'s' * (len(saved) != 1)}", 0, len(saved))
+        planned = {(p.info.id, v) for p in self.session.plan for v in p.variants}
+        for index, entry in enumerate(saved):
+            key = (entry.check, entry.variant)
+            restored = self._restore(entry)
+            if key not in planned or restored is None:
+                self.record["replayed"].append({"index": index, "check": entry.label, "outcome": "not replayed"})
+                continue
+            specs, tensors = restored
+            result = self._fails(key, specs, tensors)
+            outcome = FAILS if result is not None else PASSES
+            self.record["replayed"].append({"index": index, "check": entry.label, "outcome": outcome})
+            if result is not None and key not in self.replayed:
+                self.replayed[key] = (entry, result, Shrunk(specs, list(tensors), result))
+
+    def _restore(self, entry: Saved) -> tuple[tuple[InputSpec, ...], list[torch.Tensor]] | None:
+        """The saved inputs as this target's inputs at the saved sizes; None where they do not fit."""
+        specs = self.target.specs
+        if len(entry.inputs) != len(specs) or any(v is None for v in entry.values):
+            return None
+        made, tensors = [], []
+        for spec, item, value in zip(specs, entry.inputs, entry.values):
+            if item.get("format") != spec.layout.format or item.get("name") != spec.name:
+                return None
+            try:
+                layout = Layout(size=tuple(item["size"]), format=spec.layout.format)
+                dtype = torch.float64 if spec.floating else torch.bool if spec.dtype == "bool" else torch.int64
+                x = torch.tensor(value, dtype=dtype)
+            except Exception:
+                return None
+            if tuple(x.shape) != layout.size:
+                return None
+            made.append(dataclasses.replace(spec, layout=layout))
+            tensors.append(x)
+        return tuple(made), tensors
+
+    # -- after the checks ------------------------------------------------------------------------
+
+    def finish(self) -> dict[str, Any]:
+        """Explore where every check passed, shrink every failure, and put the replayed and
+        explored failures in the session's results; the run report's ``explore`` record."""
+        for key, (entry, result, shrunk) in self.replayed.items():
+            self._merge(key, result, shrunk, f"a saved failure (found {entry.found or 'before'}, replayed from "
+                                              f"{self.record['store'] or 'the store'})")
+        failing = [key for key, r in self.session.results.items() if r.status is Status.FAILED]
+        if self.exploration.draws > 0:
+            if failing:
+                self.record["explored"] = 0
+                self.record["stopped"] = "not explored: a check fails already"
+            else:
+                self._explore()
+        deadline = time.monotonic() + self.exploration.shrink_seconds
+        for key in [k for k, r in self.session.results.items() if r.status is Status.FAILED]:
+            result = self.session.results[key]
+            if key[0] not in SHRINKABLE or "shrunk" in result.details or self.exploration.shrink_seconds <= 0:
+                continue
+            shrunk = shrink(self.target.specs, self.target.base_inputs(torch.float64),
+                            functools.partial(self._fails, key), deadline=deadline)
+            self._attach(key, result, shrunk)
+        return self.record
+
+    def _explore(self) -> None:
+        exploration = self.exploration
+        start = time.monotonic()
+        deadline = start + exploration.seconds
+        checks = {p.info.id for p in self.session.plan} & EXPLORED
+        plan = self._subplan(checks)
+        special = self._subplan(checks - AT_DIFFERENTIABLE)  # Note [special values and finite differences]
+        varied = self._varied(deadline)
+        self.record.update(explored=0, refused=[], fixed=sorted(g.name for g in draws.groups(self.target.specs)
+                                                                if g.label in draws.VARIED and g not in varied))
+        for drawn in draws.plan(self.target.specs, exploration.draws, self.target.seed, varied):
+            if time.monotonic() > deadline:
+                self.record["stopped"] = (f"stopped after {drawn.index} of {exploration.draws} draws: "
+                                          f"--explore-time {exploration.seconds:g} s ran out")
+                break
+            self._tell(f"exploring: draw {drawn.index + 1} of {exploration.draws} ({drawn.describe()})",
+                       drawn.index, exploration.draws)
+            tensors = drawn.tensors()
+            outcome, result = self._run(drawn.specs, tensors, plan if drawn.kind == "normal" else special)
+            self.record["explored"] = drawn.index + 1
+            if outcome == REFUSED:
+                self.record["refused"].append(drawn.describe())
+            elif outcome == FAILS and result is not None:
+                key = (result.check, result.variant)
+                shrunk = shrink(drawn.specs, tensors, functools.partial(self._fails, key),
+                                deadline=time.monotonic() + exploration.shrink_seconds, found=result)
+                if shrunk.result is None:
+                    shrunk = Shrunk(drawn.specs, tensors, result, shrunk.tries, shrunk.seconds, shrunk.complete)
+                self.record["found"] = drawn.describe()
+                self._merge(key, result, shrunk, f"explored draw {drawn.index + 1} of {exploration.draws} "
+                                                 f"({drawn.describe()})")
+                break
+        self.record["seconds"] = round(time.monotonic() - start, 3)
+
+    def _varied(self, deadline: float) -> list[draws.Group]:
+        """The B, S and T groups whose size the layer lets change: each tried once at another size
+        (its parameters must stay as they are, and it must run)."""
+        runs = self._subplan({p.info.id for p in self.session.plan} & RUNS)
+        labels = draws.VARIED if all(spec.floating for spec in self.target.specs) else "B"  # Note [shrinking]
+        varied = []
+        for group in draws.groups(self.target.specs):
+            if group.label not in labels or time.monotonic() > deadline:
+                continue
+            self.session.listener.phase(f"exploring: does the layer take other sizes of {group.name}?")
+            other = 3 if group.size != 3 else 5
+            specs = draws.resized(self.target.specs, {group: other})
+            outcome, _ = self._run(specs, draws.Draw(0, specs, "normal", self.target.seed + 99).tensors(), runs)
+            if outcome == PASSES:
+                varied.append(group)
+        return varied
+
+    # -- running other inputs --------------------------------------------------------------------
+
+    def _subplan(self, checks: set[str], key: tuple[str, str] | None = None) -> list[Planned]:
+        """The session's planned checks among ``checks`` and what they require, in the plan's
+        order; ``key``'s check in its one variant."""
+        need = set(checks)
+        grown = True
+        while grown:
+            more = {req for p in self.session.plan if p.info.id in need for req in p.info.requires}
+            grown = not more <= need
+            need |= more
+        return [dataclasses.replace(p, variants=(key[1],)) if key is not None and p.info.id == key[0] else p
+                for p in self.session.plan if p.info.id in need]
+
+    def _run(self, specs: Sequence[InputSpec], tensors: Sequence[torch.Tensor], plan: list[Planned],
+             key: tuple[str, str] | None = None) -> tuple[str, CheckResult | None]:
+        """Run ``plan`` on these inputs: FAILS with the first failed result (``key``'s only),
+        PASSES, or REFUSED (the layer does not take them: building it or a RUNS check failed)."""
+        try:
+            target = self.target.with_inputs(specs)
+        except Exception:
+            return REFUSED, None
+        if target is None:
+            return REFUSED, None
+        run = self.make(target.given_values(tensors), plan)
+        if run.start() is not None:
+            return REFUSED, None
+        for planned in plan:
+            for variant in planned.variants:
+                result = run.result(planned.info, variant)
+                if result.status is Status.ERROR:
+                    return REFUSED, result
+                if result.status is not Status.FAILED:
+                    continue
+                if key is not None:
+                    return (FAILS, result) if (planned.info.id, variant) == key else (REFUSED, result)
+                return (REFUSED, result) if planned.info.id in RUNS else (FAILS, result)
+        return PASSES, None
+
+    def _fails(self, key: tuple[str, str], specs: Sequence[InputSpec],
+               tensors: Sequence[torch.Tensor]) -> CheckResult | None:
+        """``key``'s failed result on these inputs, or None."""
+        self.session.listener.phase(f"shrinking {key[0]}{f'[{key[1]}]' if key[1] else ''}")  # the watchdog hears
+        outcome, result = self._run(specs, tensors, self._subplan({key[0]}, key), key)
+        return result if outcome == FAILS else None
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def _merge(self, key: tuple[str, str], result: CheckResult, shrunk: Shrunk, where: str) -> None:
+        """A failure found beyond the declared inputs, in the session's results: a check that
+        passed there is failed now, naming where it fails; one that failed keeps its own result,
+        with this smaller input."""
+        own = self.session.results.get(key)
+        if own is not None and own.status is Status.FAILED:
+            self._attach(key, own, shrunk)
+            return
+        first = dataclasses.replace(result, message=f"passes at the declared inputs, fails at {where}: "
+                                                    f"{result.message}")
+        self._attach(key, first, shrunk, found=where)
+
+    def _attach(self, key: tuple[str, str], result: CheckResult, shrunk: Shrunk, *, found: str | None = None) -> None:
+        """``result`` with its smallest failing input (message and details), as the session's."""
+        details = dict(result.details)
+        details["shrunk"] = {**shrunk.to_dict(), "seed": self.target.seed, "store": self.record["store"]}
+        if found is not None:
+            details["found"] = found
+        message = result.message
+        if shrunk.result is not None:
+            short = "" if shrunk.complete else f" (shrinking stopped short after {shrunk.seconds:.1f} s)"
+            smallest = f"Smallest failing input{short}: {describe(shrunk.specs, shrunk.tensors)}."
+            head, fix, tail = message.rpartition(" Fix: ")
+            message = f"{head.rstrip()} {smallest}{fix}{tail}" if fix else f"{message.rstrip()} {smallest}"
+        else:  # no smaller input fails: nothing to show or keep
+            details["shrunk"] = {"text": None, "tries": shrunk.tries, "seconds": round(shrunk.seconds, 3),
+                                 "complete": shrunk.complete, "seed": self.target.seed, "store": self.record["store"]}
+        changed = dataclasses.replace(result, message=message, details=details)
+        self.session.results[key] = changed
+        self.session.listener.finished(key, changed, self.session.record)
+
+    def _tell(self, text: str, index: int, total: int) -> None:
+        """Progress on long runs: the parent's watchdog hears of it (a phase), and the display."""
+        self.session.listener.phase(text)
+        if self.session.progress is not None:
+            self.session.progress(self.target.name, text, index, total)
+
+
+def _record_of(session: Session) -> Any:
+    return session.record
