@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from layercheck.explore.engine import SHRINKABLE
-from layercheck.explore.settings import Exploration
+from layercheck.store.settings import Exploration
 
 from conftest import load_zoo, run_zoo, zoo_names
 

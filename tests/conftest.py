@@ -10,11 +10,11 @@ from types import ModuleType
 import pytest
 
 from layercheck.engine.runner import Options, run_target
-from layercheck.explore import store
-from layercheck.explore.settings import Exploration
 from layercheck.parent.inputs import InputSpec, looks_like_input, parse_input
 from layercheck.parent.registry import select
 from layercheck.parent.result import RunReport
+from layercheck.store import folder as store
+from layercheck.store.settings import Exploration
 from layercheck.target.subject import Target
 
 ROOT = Path(__file__).resolve().parent.parent

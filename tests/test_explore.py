@@ -15,10 +15,11 @@ from typer.testing import CliRunner
 
 from layercheck import check_layer
 from layercheck.cli.commands import app
-from layercheck.explore import draws, store
-from layercheck.explore.settings import Exploration
+from layercheck.explore import draws
 from layercheck.parent.errors import UsageError
 from layercheck.parent.inputs import parse_input
+from layercheck.store import folder as store
+from layercheck.store.settings import Exploration
 
 from conftest import DEFAULT_STORE_FOLDER, ZOO, failed_checks, load_zoo, run_zoo, write_spec, zoo_names
 

@@ -27,9 +27,7 @@ from typer.core import TyperGroup
 
 from layercheck._version import __version__
 from layercheck.cli import scaffold
-from layercheck.cli.output import report_stream
-from layercheck.explore import keeping
-from layercheck.explore.settings import DEFAULT_SECONDS as DEFAULT_EXPLORE_SECONDS
+from layercheck.cli.output import check_destination, destinations, report_stream, write_atomically
 
 # Nothing here imports torch (runner, isolation and loading do, inside the commands that need
 # them): --help, `layercheck checks` and usage errors answer at once.
@@ -51,6 +49,8 @@ from layercheck.parent.spec import (
 )
 from layercheck.reporting import console as console_report
 from layercheck.reporting import registry as reporters
+from layercheck.store import keeping
+from layercheck.store.settings import DEFAULT_SECONDS as DEFAULT_EXPLORE_SECONDS
 
 if TYPE_CHECKING:
     from layercheck.parent.plan import Options, TargetPlan
@@ -188,7 +188,7 @@ def run(
     Each TARGET is a spec file, a folder of spec files, or a layer: path/to/file.py[:Name],
     package.module:Name (torch.nn:Conv2d) or torch.ops.NAMESPACE.NAME, checked with the
     --layout, --arg and --kwarg given."""
-    fmt, files = _destinations(format, output or [])
+    fmt, files = destinations(format, output or [])
     part = Shard.parse(shard) if shard is not None else None
     if reference is not None and reference.strip() != AUTOGRAD:
         try:
@@ -350,7 +350,7 @@ def report_command(
 ) -> None:
     """Render a saved JSON report (layercheck run --output report.json) in another format,
     without running anything again; exit 0 once it is written, whatever the report says."""
-    fmt, files = _destinations(format, output or [])
+    fmt, files = destinations(format, output or [])
     for destination, _ in files:
         check_destination(destination)
     _emit(read_report(path), fmt, files, Console(file=report_stream(), highlight=False, soft_wrap=False), quiet=False,
@@ -597,28 +597,6 @@ def _checked_spec(path: Path, problems: list[str]) -> TargetSpec:
     return spec
 
 
-def _destinations(name: str | None, outputs: list[Path]) -> tuple[str, list[tuple[Path, str]]]:
-    """What goes to the terminal, and each file with its format. One file takes the format
-    named (an unknown one is a usage error), else the one its suffix names (``report.xml``:
-    junit), else the table; the terminal then gets the table. Of several files each takes its
-    suffix's format, and the format named is the terminal's."""
-    fmt = reporters.get(name).name if name is not None else None
-    if len(outputs) == 1:
-        by_suffix = reporters.for_suffix(outputs[0].suffix)
-        return "table", [(outputs[0], fmt or (by_suffix.name if by_suffix is not None else "table"))]
-    files: list[tuple[Path, str]] = []
-    for path in outputs:
-        by_suffix = reporters.for_suffix(path.suffix)
-        if by_suffix is None:
-            suffixes = ", ".join(info.suffix for info in reporters.catalogue() if info.suffix)
-            raise UsageError(f"--output {path}: no report format has the suffix {path.suffix or '(none)'!r}; with "
-                             f"several --output files each file's suffix names its format ({suffixes})")
-        if any(path == other for other, _ in files):
-            raise UsageError(f"--output {path}: given twice")
-        files.append((path, by_suffix.name))
-    return fmt or "table", files
-
-
 def _emit(report: Report, fmt: str, files: list[tuple[Path, str]], out: Console, *, quiet: bool,
           verbose: bool) -> None:
     report = _with_reporters(report, [fmt, *(file_fmt for _, file_fmt in files)])
@@ -640,52 +618,6 @@ def _with_reporters(report: Report, formats: list[str]) -> Report:
         return report
     environment = {**report.environment, "plugins": [*report.environment.get("plugins", []), *used]}
     return dataclasses.replace(report, environment=environment)
-
-
-def check_destination(path: Path) -> None:
-    """A report that cannot be written is a usage error found before any check runs (exit 2),
-    not a traceback after all of them: ``path`` must not be a folder, and the folder it goes
-    in (or the nearest one that exists, when write_atomically will create the rest) must
-    accept a new file."""
-    if path.is_dir():
-        raise UsageError(f"--output {path}: is a folder; name a file")
-    existing = path.parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise UsageError(f"--output {path}: {existing} is a file, not a folder")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", dir=existing)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise UsageError(f"--output {path}: cannot write in {existing} ({exc.strerror or exc})") from None
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write to a temporary file beside ``path``, then rename: a partial report never replaces a good one.
-    The file gets the mode ``open`` would give it: an existing file's, else what the umask leaves of 0o666
-    (mkstemp's temporary file is private, 0o600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except OSError:
-        mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)  # the only way to read it is to set it: put it straight back
-    os.umask(mask)
-    return mask
 
 
 def _yaml_value(text: str, option: str) -> Any:

@@ -21,8 +21,6 @@ from torch import nn
 
 from layercheck._version import __version__
 from layercheck.engine import runner
-from layercheck.explore import keeping
-from layercheck.explore.settings import DEFAULT_SECONDS as DEFAULT_EXPLORE_SECONDS
 from layercheck.parent import limits
 from layercheck.parent.errors import LoadError, UsageError
 from layercheck.parent.inputs import InputSpec, looks_like_input, parse_input
@@ -33,6 +31,8 @@ from layercheck.parent.result import Report, Status
 from layercheck.parent.spec import INTERPRET_SIZES, TargetSpec, parse_device, parse_tolerance
 from layercheck.parent.traces import trace_text
 from layercheck.reporting.details import label
+from layercheck.store import keeping
+from layercheck.store.settings import DEFAULT_SECONDS as DEFAULT_EXPLORE_SECONDS
 from layercheck.target import prepare
 from layercheck.target.subject import Target, display_name, kind_of
 

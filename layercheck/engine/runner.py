@@ -30,7 +30,6 @@ import torch
 
 from layercheck._version import __version__
 from layercheck.explore.engine import Explorer
-from layercheck.explore.settings import Exploration
 from layercheck.parent import limits, plugins
 from layercheck.parent.errors import (
     CheckError,
@@ -55,6 +54,7 @@ from layercheck.parent.plan import (  # re-exported: the runner's API
 )
 from layercheck.parent.registry import CheckInfo, Planned, resolve_tolerances, select, selector
 from layercheck.parent.result import BLOCKED, NOT_APPLICABLE, NOT_JUDGED, CheckResult, Report, RunReport, Status, label
+from layercheck.store.settings import Exploration
 from layercheck.support.accelerators import accelerators, full_float32
 from layercheck.support.containment import contained
 from layercheck.support.context import Context

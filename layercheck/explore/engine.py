@@ -24,13 +24,13 @@ from typing import Any, Protocol
 import torch
 
 from layercheck.explore import draws
-from layercheck.explore.settings import Exploration, Saved
 from layercheck.explore.shrink import Shrunk, describe, shrink
 from layercheck.parent.inputs import InputSpec
 from layercheck.parent.layout import Layout
 from layercheck.parent.plan import Listener, Options, Progress, Record
 from layercheck.parent.registry import CheckInfo, Planned
 from layercheck.parent.result import CheckResult, Status
+from layercheck.store.settings import Exploration, Saved
 from layercheck.target.subject import Target
 
 EXPLORED = frozenset({"predict_runs", "forward_runs", "forward_predict_agree", "backward_runs", "backward_size",

@@ -15,15 +15,15 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Any
 
-from layercheck.explore import store
-from layercheck.explore.settings import DEFAULT_SECONDS as DEFAULT_EXPLORE_SECONDS
-from layercheck.explore.settings import Exploration
 from layercheck.parent.inputs import InputSpec
 from layercheck.parent.invocation import Invocation
 from layercheck.parent.layout import Layout
 from layercheck.parent.limits import DEFAULT_TIMEOUT
 from layercheck.parent.result import CheckResult, RunReport
 from layercheck.parent.spec import TargetSpec
+from layercheck.store import folder as store
+from layercheck.store.settings import DEFAULT_SECONDS as DEFAULT_EXPLORE_SECONDS
+from layercheck.store.settings import Exploration
 
 Progress = Callable[[str, str, int, int], None]
 """Called before each check runs: (target name, "check[variant]", index, total)."""

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from layercheck.explore.settings import Exploration, Saved
+from layercheck.store.settings import Exploration, Saved
 
 SCHEMA = "layercheck.failures/1"
 KEEP_PASSING = 3

@@ -9,7 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from layercheck.explore import emit, store
+from layercheck.store import emit
+from layercheck.store import folder as store
 
 
 def prepare(plans: Sequence[Any]) -> tuple[list[Any], list[str]]:
