@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from layercheck import limits, plugins
+from layercheck import lazytorch, limits, plugins
 from layercheck._version import __version__
 from layercheck.accelerators import accelerators, full_float32
 from layercheck.calling import backpropagate
@@ -326,6 +326,7 @@ class TargetRun:
         self._sample: _Sample | None = None
         self._sample_tried = False
 
+    @lazytorch.lending  # Note [torch internals a check does not need]
     def start(self) -> str | None:
         """Construct and initialise the layer once; the run's error when that is impossible
         (the constructor raised or hung). ``initialize`` raising is the layer's failure: the
@@ -384,6 +385,7 @@ class TargetRun:
         names = forward.details.get("custom_backward") if forward is not None else None
         return with_backward(self.facts.get("location"), self.target.cls, names if isinstance(names, list) else ())
 
+    @lazytorch.lending
     def result(self, info: CheckInfo, variant: str) -> CheckResult:
         """The outcome of one check, run once: its prerequisites first (every planned variant
         of each, unless they ran already), so that it is gated as in a whole run even when it

@@ -111,3 +111,83 @@ def test_what_is_not_plain_is_symbolic_shapes_own() -> None:
     with pytest.raises(AssertionError, match="unexpected sym_eq"):
         symbolic_shapes.sym_eq((1, 2.0), (1, 2.0))
     assert not hasattr(plain, "__path__")  # `from ... import name` must not take it for a package
+
+
+# The checks in the caller's process (the API, the pytest plugin, --no-isolate) take the short
+# ways only while a check runs: torch is torch's own again when check_layer returns.
+IN_PROCESS = textwrap.dedent("""
+    import sys
+    import torch
+    {first}
+    import layercheck
+    from torch import nn
+    import torch._prims_common as prims_common
+    import torch._meta_registrations as meta
+
+    class _Swish(torch.autograd.Function):  # sigmoid's meta kernel promotes types: sympy
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * torch.sigmoid(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            s = torch.sigmoid(x)
+            return grad * (s + x * s * (1 - s))
+
+    class Swish(nn.Module):
+        def forward(self, x):
+            return _Swish.apply(x)
+
+    owned = [(torch, "_check_with"), (torch.autograd, "_make_grads"), (torch, "_disable_dynamo"),
+             (torch._compile, "_disable_dynamo"), (prims_common, "elementwise_dtypes"), (meta, "elementwise_dtypes")]
+    before = [getattr(owner, name) for owner, name in owned]
+    shapes = sys.modules.get("torch.fx.experimental.symbolic_shapes")
+    report = layercheck.check_layer(Swish, "8,16:BC")
+    print(sorted((r.check, r.variant, r.status.value) for r in report.runs[0].results))
+    print("put back:", [getattr(owner, name) for owner, name in owned] == before,
+          sys.modules.get("torch.fx.experimental.symbolic_shapes") is shapes)
+    print("imported:", "torch._dynamo" in sys.modules, "sympy" in sys.modules)
+""")
+
+
+def _in_process(first: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", IN_PROCESS.format(first=first)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_check_layer_takes_the_short_ways_only_while_it_runs_and_judges_as_torch_s_own_way() -> None:
+    results, put_back, imported = _in_process(first="")
+    torch_results, torch_put_back, torch_imported = _in_process(first="import torch._dynamo")  # torch's own ways
+    assert results == torch_results
+    assert "('meta_device', '', 'passed')" in results
+    assert put_back == torch_put_back == "put back: True True"
+    assert imported == "imported: False False"
+    assert torch_imported == "imported: True True"
+
+
+def test_lent_blocks_nest_and_put_back_what_they_replaced() -> None:
+    owned = [(torch, "_check_with"), (torch.autograd, "_make_grads"), (torch, "_disable_dynamo")]
+    before = [getattr(owner, name) for owner, name in owned]
+    with lazytorch.lent():
+        inside = [getattr(owner, name) for owner, name in owned]
+        assert all(a is not b for a, b in zip(inside, before))
+        with lazytorch.lent():
+            assert [getattr(owner, name) for owner, name in owned] == inside
+        assert [getattr(owner, name) for owner, name in owned] == inside  # the inner block leaves them
+    assert [getattr(owner, name) for owner, name in owned] == before
+
+
+def test_lent_leaves_a_deferred_guard_as_torch_made_it() -> None:
+    def fn(a: int) -> int:
+        return a + 1
+
+    wrapper = torch._compile._disable_dynamo(fn)
+    with lazytorch.lent():
+        made = torch._compile._disable_dynamo(fn)  # made inside the block: deferred too
+        assert made(1) == 2
+    assert not getattr(getattr(fn, "__dynamo_disable", None), "lazytorch_deferred", False)  # torch's, or none
+    assert wrapper(1) == 2
