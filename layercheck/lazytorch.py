@@ -131,7 +131,7 @@ def _replace(owner: Any, name: str, value: Any) -> None:
 
 # -- torch._disable_dynamo ---------------------------------------------------------------------
 
-_wrappers: list[Any] = []  # torch's _disable_dynamo wrappers found so far
+_calls: list[tuple[Any, Any]] = []  # (fn, its call that needs no torch._dynamo) of torch's wrappers
 _found = False
 
 
@@ -143,17 +143,19 @@ def _defer_dynamo_disables() -> None:
     if not _found:  # once per process: the wrappers are the functions with the code of this torch's
         _found = True
         code = original(_defer_dynamo_disables).__code__
-        _wrappers.extend(obj for obj in gc.get_referrers(code) if type(obj) is types.FunctionType)
-    deferred = [fn for fn in map(_defer, _wrappers) if fn is not None]
+        _calls.extend(call for obj in gc.get_referrers(code) if type(obj) is types.FunctionType
+                      if (call := _deferred_call(obj)) is not None)
+    deferred = [fn for fn, call in _calls if _defer(fn, call)]
 
     @functools.wraps(original)
     def disable_dynamo(fn: Any = None, recursive: bool = True) -> Any:
         if fn is None:  # the decorator with arguments: @torch._disable_dynamo(recursive=False)
             return functools.partial(disable_dynamo, recursive=recursive)
         wrapper = original(fn, recursive)
-        _wrappers.append(wrapper)
-        if (function := _defer(wrapper)) is not None:
-            deferred.append(function)
+        if (made := _deferred_call(wrapper)) is not None:
+            _calls.append(made)
+            if _defer(*made):
+                deferred.append(made[0])
         return wrapper
 
     _replace(torch._compile, "_disable_dynamo", disable_dynamo)
@@ -168,16 +170,26 @@ def _undefer(functions: list[Any]) -> None:
             del fn.__dynamo_disable
 
 
-def _defer(wrapper: Any) -> Any:
-    """Fill the cache ``wrapper`` keeps on its function (``fn.__dynamo_disable``, read before it
-    imports torch._dynamo) with a call that needs no torch._dynamo until it is imported; the
-    function so deferred, or None."""
+def _defer(fn: Any, call: Any) -> bool:
+    """Fill the cache a wrapper keeps on its function (``fn.__dynamo_disable``, read before it
+    imports torch._dynamo) with ``call``, unless it holds one already; whether it did."""
+    if getattr(fn, "__dynamo_disable", None) is not None:
+        return False
+    try:
+        fn.__dynamo_disable = call
+    except (AttributeError, TypeError):  # a function that takes no attributes: torch's way
+        return False
+    return True
+
+
+def _deferred_call(wrapper: Any) -> tuple[Any, Any] | None:
+    """The function of one of torch's ``_disable_dynamo`` wrappers, and a call of it that needs no
+    torch._dynamo until torch._dynamo is imported (then it is what torch's wrapper makes); None
+    for a function that is not such a wrapper."""
     cells = dict(zip(wrapper.__code__.co_freevars, wrapper.__closure__ or ()))
     if "fn" not in cells or "recursive" not in cells:  # not the wrapper this torch makes
         return None
     fn, recursive = cells["fn"].cell_contents, cells["recursive"].cell_contents
-    if getattr(fn, "__dynamo_disable", None) is not None:
-        return None
 
     def unless_compiling(*args: Any, **kwargs: Any) -> Any:
         disable = getattr(sys.modules.get("torch._dynamo"), "disable", None)
@@ -188,11 +200,7 @@ def _defer(wrapper: Any) -> Any:
         return disabled(*args, **kwargs)
 
     unless_compiling.lazytorch_deferred = True  # type: ignore[attr-defined]
-    try:
-        fn.__dynamo_disable = unless_compiling
-    except (AttributeError, TypeError):  # a function that takes no attributes: torch's way
-        return None
-    return fn
+    return fn, unless_compiling
 
 
 # -- torch._check ------------------------------------------------------------------------------
@@ -331,12 +339,28 @@ def _defer_symbolic_shapes() -> None:
     plain = _PlainShapes()
     sys.modules[_SYMBOLIC_SHAPES] = plain
     experimental.symbolic_shapes = plain
-    without = _without_sympy(promotion, prims_common)
-    # the module's own name, and those of the modules that imported it by name (the meta kernels')
-    for module in [prims_common, *(m for name, m in list(sys.modules.items()) if name.startswith("torch."))]:
-        if getattr(module, "__dict__", {}).get("elementwise_dtypes") is promotion:
-            _replace(module, "elementwise_dtypes", without)
+    without, owners = _promotion_owners(promotion, prims_common)
+    for module in owners:
+        _replace(module, "elementwise_dtypes", without)
     _put_back.append(lambda: _put_back_symbolic_shapes(plain, experimental))
+
+
+_owners: tuple[int, Any, Any, list[types.ModuleType]] | None = None  # (modules seen, promotion, clone, owners)
+
+
+def _promotion_owners(promotion: Any, prims_common: types.ModuleType) -> tuple[Any, list[types.ModuleType]]:
+    """The type promotion without sympy, and the modules that hold ``promotion`` by name: its
+    own, and those that imported it by name (the meta kernels'), looked for again only when
+    more modules have been imported since."""
+    global _owners
+    if _owners is None or _owners[0] != len(sys.modules) or _owners[1] is not promotion:
+        owners = [prims_common, *(m for name, m in list(sys.modules.items()) if name.startswith("torch.")
+                                  and m is not prims_common
+                                  and getattr(m, "__dict__", {}).get("elementwise_dtypes") is promotion)]
+        clone = _owners[2] if _owners is not None and _owners[1] is promotion else _without_sympy(promotion,
+                                                                                                   prims_common)
+        _owners = (len(sys.modules), promotion, clone, owners)
+    return _owners[2], _owners[3]
 
 
 def _put_back_symbolic_shapes(plain: _PlainShapes, experimental: Any) -> None:

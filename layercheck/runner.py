@@ -516,6 +516,7 @@ def _try(target: Target) -> None:
                       [*(x for x in inputs if x.requires_grad), *(p for _, p in subject.parameters())])
 
 
+@lazytorch.lending  # one loan for the whole target (Note [torch internals a check does not need])
 def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Options(),
                tolerances: Mapping[tuple[str, str], float] | None = None,
                progress: Progress | None = None, record: Record | None = None, listener: Listener | None = None,

@@ -77,7 +77,7 @@ def test_a_deferred_dynamo_guard_is_torch_s_once_torch_dynamo_is_imported() -> N
         return a + 1
 
     wrapper = torch._compile._disable_dynamo(fn)  # as torch's own wrappers were made
-    lazytorch._defer(wrapper)
+    lazytorch._defer(*lazytorch._deferred_call(wrapper))
     assert wrapper(1) == 2
     importlib.import_module("torch._dynamo")
     assert wrapper(2) == 3
