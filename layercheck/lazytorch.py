@@ -47,6 +47,7 @@ import importlib
 import inspect
 import operator
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
@@ -57,6 +58,7 @@ import torch.autograd
 
 _installed = False
 _lent = 0  # how many lent() blocks are open (they nest: a check's prerequisites run inside it)
+_lock = threading.Lock()
 _put_back: list[Callable[[], None]] = []  # what the outermost lent() undoes when it closes
 
 
@@ -76,23 +78,30 @@ def lent() -> Iterator[None]:
     """The short ways of Note [torch internals a check does not need] for the duration of the
     block, and torch's own again after it: the checks that run in the caller's process (the
     API, the pytest plugin, ``--no-isolate``) take them without leaving torch changed for the
-    caller's own code. Blocks nest; after :func:`install` this does nothing."""
+    caller's own code. Blocks nest, on one thread or several (the last one to close puts torch's
+    own back); after :func:`install` this does nothing."""
     global _lent
-    if _installed or _lent:
-        _lent += 1
-        try:
-            yield
-        finally:
-            _lent -= 1
+    if _installed:
+        yield
         return
-    _lent = 1
+    with _lock:
+        _lent += 1
+        if _lent == 1:
+            try:
+                _apply()
+            except BaseException:
+                _lent = 0
+                while _put_back:
+                    _put_back.pop()()
+                raise
     try:
-        _apply()
         yield
     finally:
-        _lent = 0
-        while _put_back:
-            _put_back.pop()()
+        with _lock:
+            _lent -= 1
+            if _lent == 0:
+                while _put_back:
+                    _put_back.pop()()
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -191,3 +191,27 @@ def test_lent_leaves_a_deferred_guard_as_torch_made_it() -> None:
         assert made(1) == 2
     assert not getattr(getattr(fn, "__dynamo_disable", None), "lazytorch_deferred", False)  # torch's, or none
     assert wrapper(1) == 2
+
+
+def test_the_last_block_to_close_puts_torch_back_whichever_thread_opened_the_first() -> None:
+    import threading
+
+    own = torch._check_with
+    opened, closing = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with lazytorch.lent():
+            opened.set()
+            closing.wait(60)
+
+    thread = threading.Thread(target=other)
+    with lazytorch.lent():
+        thread.start()
+        assert opened.wait(60)
+    assert torch._check_with is not own  # the other thread's block is still open
+    closing.set()
+    thread.join(60)
+    assert torch._check_with is own
+    with lazytorch.lent():  # and a later block takes the short ways again
+        assert torch._check_with is not own
+    assert torch._check_with is own
