@@ -165,6 +165,7 @@ def child_gradients(repeat: int) -> dict[str, list[float]]:
     (x,) = [x.detach().requires_grad_() for x in subject.inputs()]
     params = [p.detach().clone().requires_grad_() for _, p in subject.parameters()]
     module = subject.module
+    assert module is not None  # SReLU is a Module
 
     def f(x: torch.Tensor, *ps: torch.Tensor) -> torch.Tensor:  # the layer as a function of its tensors
         return torch.func.functional_call(module, dict(zip((n for n, _ in subject.parameters()), ps)), (x,))
