@@ -169,49 +169,75 @@ def test_check_layer_takes_the_short_ways_only_while_it_runs_and_judges_as_torch
     assert torch_imported == "imported: True True"
 
 
-def test_lent_blocks_nest_and_put_back_what_they_replaced() -> None:
-    owned = [(torch, "_check_with"), (torch.autograd, "_make_grads"), (torch, "_disable_dynamo")]
-    before = [getattr(owner, name) for owner, name in owned]
-    with lazytorch.lent():
-        inside = [getattr(owner, name) for owner, name in owned]
-        assert all(a is not b for a, b in zip(inside, before))
-        with lazytorch.lent():
-            assert [getattr(owner, name) for owner, name in owned] == inside
-        assert [getattr(owner, name) for owner, name in owned] == inside  # the inner block leaves them
-    assert [getattr(owner, name) for owner, name in owned] == before
-
-
-def test_lent_leaves_a_deferred_guard_as_torch_made_it() -> None:
-    def fn(a: int) -> int:
-        return a + 1
-
-    wrapper = torch._compile._disable_dynamo(fn)
-    with lazytorch.lent():
-        made = torch._compile._disable_dynamo(fn)  # made inside the block: deferred too
-        assert made(1) == 2
-    assert not getattr(getattr(fn, "__dynamo_disable", None), "lazytorch_deferred", False)  # torch's, or none
-    assert wrapper(1) == 2
-
-
-def test_the_last_block_to_close_puts_torch_back_whichever_thread_opened_the_first() -> None:
+# lent() does nothing in a process where install() ran (a test that imported layercheck.serve,
+# in the same xdist worker): each of these runs in a fresh process.
+LENT = textwrap.dedent("""
+    import sys
     import threading
+    import torch
+    from layercheck import lazytorch
 
-    own = torch._check_with
-    opened, closing = threading.Event(), threading.Event()
 
-    def other() -> None:
+    def nest():
+        owned = [(torch, "_check_with"), (torch.autograd, "_make_grads"), (torch, "_disable_dynamo")]
+        before = [getattr(owner, name) for owner, name in owned]
         with lazytorch.lent():
-            opened.set()
-            closing.wait(60)
+            inside = [getattr(owner, name) for owner, name in owned]
+            assert all(a is not b for a, b in zip(inside, before))
+            with lazytorch.lent():
+                assert [getattr(owner, name) for owner, name in owned] == inside
+            assert [getattr(owner, name) for owner, name in owned] == inside  # the inner block leaves them
+        assert [getattr(owner, name) for owner, name in owned] == before
 
-    thread = threading.Thread(target=other)
-    with lazytorch.lent():
-        thread.start()
-        assert opened.wait(60)
-    assert torch._check_with is not own  # the other thread's block is still open
-    closing.set()
-    thread.join(60)
-    assert torch._check_with is own
-    with lazytorch.lent():  # and a later block takes the short ways again
-        assert torch._check_with is not own
-    assert torch._check_with is own
+
+    def guard():
+        def fn(a):
+            return a + 1
+
+        wrapper = torch._compile._disable_dynamo(fn)
+        with lazytorch.lent():
+            made = torch._compile._disable_dynamo(fn)  # made inside the block: deferred too
+            assert made(1) == 2
+            assert getattr(fn, "__dynamo_disable").lazytorch_deferred
+        assert getattr(fn, "__dynamo_disable", None) is None  # as torch made it: not called yet
+        assert "torch._dynamo" not in sys.modules
+        assert wrapper(1) == 2  # torch's own way now: it imports torch._dynamo
+        assert "torch._dynamo" in sys.modules
+
+
+    def threads():
+        own = torch._check_with
+        opened, closing = threading.Event(), threading.Event()
+
+        def other():
+            with lazytorch.lent():
+                opened.set()
+                closing.wait(60)
+
+        thread = threading.Thread(target=other)
+        with lazytorch.lent():
+            thread.start()
+            assert opened.wait(60)
+        assert torch._check_with is not own  # the other thread's block is still open
+        closing.set()
+        thread.join(60)
+        assert torch._check_with is own
+        with lazytorch.lent():  # and a later block takes the short ways again
+            assert torch._check_with is not own
+        assert torch._check_with is own
+
+
+    {name}()
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("name", ["nest", "guard", "threads"])
+def test_lent_blocks_nest_take_the_short_ways_and_the_last_to_close_puts_torch_back(name: str) -> None:
+    """nest: blocks nest and put back what they replaced; guard: a deferred guard is as torch
+    made it after the block; threads: the last block to close puts torch back, whichever thread
+    opened the first."""
+    done = subprocess.run([sys.executable, "-c", LENT.format(name=name)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"]
