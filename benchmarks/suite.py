@@ -4,9 +4,11 @@ forward+backward of the layer, both measured in this run (the issue's target: at
     python benchmarks/suite.py [--layout 24,24,20,128:SSCB] [--repeat 5] [--threads N] [--cpu-time]
 
 Prints each check's median time and ratio, and the median ratio of the whole suite. The
-first run of a process also pays one-time costs that are not the suite's (torch imports
-``torch._dynamo`` the first time an operation runs on the meta device, about a second); the
-cold run is printed separately and the ratio is taken over the warm runs. On a machine shared
+first run of a process also pays one-time costs that are not the suite's (the first
+allocations; before the runner borrowed lazytorch's short ways, torch imported ``torch._dynamo``
+the first time an operation ran on the meta device, about a second); the cold run is printed
+separately and the ratio is taken over the warm runs. ``benchmarks/goals.py`` prints every cost
+goal beside its figure. On a machine shared
 with other work, ``--cpu-time --threads 1`` times everything in this process's CPU time, which
 the others' load hardly moves.
 """

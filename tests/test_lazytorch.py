@@ -77,7 +77,7 @@ def test_a_deferred_dynamo_guard_is_torch_s_once_torch_dynamo_is_imported() -> N
         return a + 1
 
     wrapper = torch._compile._disable_dynamo(fn)  # as torch's own wrappers were made
-    lazytorch._defer(wrapper)
+    lazytorch._defer(*lazytorch._deferred_call(wrapper))
     assert wrapper(1) == 2
     importlib.import_module("torch._dynamo")
     assert wrapper(2) == 3
@@ -111,3 +111,133 @@ def test_what_is_not_plain_is_symbolic_shapes_own() -> None:
     with pytest.raises(AssertionError, match="unexpected sym_eq"):
         symbolic_shapes.sym_eq((1, 2.0), (1, 2.0))
     assert not hasattr(plain, "__path__")  # `from ... import name` must not take it for a package
+
+
+# The checks in the caller's process (the API, the pytest plugin, --no-isolate) take the short
+# ways only while a check runs: torch is torch's own again when check_layer returns.
+IN_PROCESS = textwrap.dedent("""
+    import sys
+    import torch
+    {first}
+    import layercheck
+    from torch import nn
+    import torch._prims_common as prims_common
+    import torch._meta_registrations as meta
+
+    class _Swish(torch.autograd.Function):  # sigmoid's meta kernel promotes types: sympy
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * torch.sigmoid(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            s = torch.sigmoid(x)
+            return grad * (s + x * s * (1 - s))
+
+    class Swish(nn.Module):
+        def forward(self, x):
+            return _Swish.apply(x)
+
+    owned = [(torch, "_check_with"), (torch.autograd, "_make_grads"), (torch, "_disable_dynamo"),
+             (torch._compile, "_disable_dynamo"), (prims_common, "elementwise_dtypes"), (meta, "elementwise_dtypes")]
+    before = [getattr(owner, name) for owner, name in owned]
+    shapes = sys.modules.get("torch.fx.experimental.symbolic_shapes")
+    report = layercheck.check_layer(Swish, "8,16:BC")
+    print(sorted((r.check, r.variant, r.status.value) for r in report.runs[0].results))
+    print("put back:", [getattr(owner, name) for owner, name in owned] == before,
+          sys.modules.get("torch.fx.experimental.symbolic_shapes") is shapes)
+    print("imported:", "torch._dynamo" in sys.modules, "sympy" in sys.modules)
+""")
+
+
+def _in_process(first: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", IN_PROCESS.format(first=first)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_check_layer_takes_the_short_ways_only_while_it_runs_and_judges_as_torch_s_own_way() -> None:
+    results, put_back, imported = _in_process(first="")
+    torch_results, torch_put_back, torch_imported = _in_process(first="import torch._dynamo")  # torch's own ways
+    assert results == torch_results
+    assert "('meta_device', '', 'passed')" in results
+    assert put_back == torch_put_back == "put back: True True"
+    assert imported == "imported: False False"
+    assert torch_imported == "imported: True True"
+
+
+# lent() does nothing in a process where install() ran (a test that imported layercheck.engine.serve,
+# in the same xdist worker): each of these runs in a fresh process.
+LENT = textwrap.dedent("""
+    import sys
+    import threading
+    import torch
+    from layercheck.engine import lazytorch
+
+
+    def nest():
+        owned = [(torch, "_check_with"), (torch.autograd, "_make_grads"), (torch, "_disable_dynamo")]
+        before = [getattr(owner, name) for owner, name in owned]
+        with lazytorch.lent():
+            inside = [getattr(owner, name) for owner, name in owned]
+            assert all(a is not b for a, b in zip(inside, before))
+            with lazytorch.lent():
+                assert [getattr(owner, name) for owner, name in owned] == inside
+            assert [getattr(owner, name) for owner, name in owned] == inside  # the inner block leaves them
+        assert [getattr(owner, name) for owner, name in owned] == before
+
+
+    def guard():
+        def fn(a):
+            return a + 1
+
+        wrapper = torch._compile._disable_dynamo(fn)
+        with lazytorch.lent():
+            made = torch._compile._disable_dynamo(fn)  # made inside the block: deferred too
+            assert made(1) == 2
+            assert getattr(fn, "__dynamo_disable").lazytorch_deferred
+        assert getattr(fn, "__dynamo_disable", None) is None  # as torch made it: not called yet
+        assert "torch._dynamo" not in sys.modules
+        assert wrapper(1) == 2  # torch's own way now: it imports torch._dynamo
+        assert "torch._dynamo" in sys.modules
+
+
+    def threads():
+        own = torch._check_with
+        opened, closing = threading.Event(), threading.Event()
+
+        def other():
+            with lazytorch.lent():
+                opened.set()
+                closing.wait(60)
+
+        thread = threading.Thread(target=other)
+        with lazytorch.lent():
+            thread.start()
+            assert opened.wait(60)
+        assert torch._check_with is not own  # the other thread's block is still open
+        closing.set()
+        thread.join(60)
+        assert torch._check_with is own
+        with lazytorch.lent():  # and a later block takes the short ways again
+            assert torch._check_with is not own
+        assert torch._check_with is own
+
+
+    {name}()
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("name", ["nest", "guard", "threads"])
+def test_lent_blocks_nest_take_the_short_ways_and_the_last_to_close_puts_torch_back(name: str) -> None:
+    """nest: blocks nest and put back what they replaced; guard: a deferred guard is as torch
+    made it after the block; threads: the last block to close puts torch back, whichever thread
+    opened the first."""
+    done = subprocess.run([sys.executable, "-c", LENT.format(name=name)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"]

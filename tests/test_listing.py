@@ -6,6 +6,7 @@ import ast
 import dataclasses
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,37 @@ def test_a_declaration_the_source_does_not_settle_is_unreadable(tmp_path: Path) 
     module.write_text(module.read_text().split("\n\n@check(\"other\"")[0])
     (entry,) = listing._read(module)
     assert entry == listing.Entry("mine", "a title", variants=None)
+
+
+def test_the_declarations_are_found_in_ast_walk_s_order_wherever_a_statement_can_hold_them() -> None:
+    source = textwrap.dedent('''
+        @check("a")
+        def a(ctx): ...
+        if FLAG:
+            @check("b")
+            def b(ctx): ...
+        try:
+            pass
+        except ImportError:
+            @check("c")
+            def c(ctx): ...
+        class Holder:
+            @check("d")
+            def d(self, ctx):
+                @check("e")
+                async def e(ctx): ...
+        match KIND:
+            case "x":
+                @check("f")
+                def f(ctx): ...
+        g = lambda ctx: check("g")
+    ''')
+    tree = ast.parse(source)
+    walked = [node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    assert [node.name for node, _ in listing._declarations(tree)] == walked == ["a", "b", "d", "c", "e", "f"]
+    for path in sorted((Path(listing.__file__).parent / "checks").glob("*.py")):  # the built-in checks too
+        tree = ast.parse(path.read_text())
+        assert ([node for node, _ in listing._declarations(tree)]
+                == [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and any(isinstance(d, ast.Call) and listing._called(d.func) == "check"
+                            for d in node.decorator_list)])

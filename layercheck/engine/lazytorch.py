@@ -19,7 +19,11 @@ Note [torch internals a check does not need]
     :func:`install` (the fork server's, once, before any worker is forked) makes each of them
     take the short way in exactly the cases where torch's own way ends the same without the
     import, and leaves every other case to torch. The imports then happen only where they are
-    needed, as before.
+    needed, as before. Where the checks run in the caller's process (the API, the pytest
+    plugin, ``--no-isolate``), :func:`lent` takes the same short ways only while the runner
+    builds the layer or runs a check (``runner.TargetRun``), and puts torch's own back after:
+    the first target checked in a process no longer pays a second and a half for imports no
+    check needs (benchmarks/goals.py), and the caller's own code meets torch as it was.
 
     torch's Python meta kernels (the meta_device check runs them for nearly every layer) ask
     symbolic_shapes about every size (``guard_or_false``, ``sym_eq``, ``is_nested_int``...), and
@@ -27,80 +31,174 @@ Note [torch internals a check does not need]
     symbolic_shapes is not imported, :class:`_PlainShapes` stands in for it: the answers for
     plain ints and bools are the module's own lines for them; a symbolic value or any other name
     imports the module. While sympy is not imported no value can be a sympy expression, and the
-    type promotion is told so without importing it.
+    type promotion is told so without importing it, under every name it has: the meta kernels
+    imported it by name (``sigmoid``'s, which a hand-written ``autograd.Function`` on ``meta``
+    runs, imported sympy through that name, half of the start-up a four-line Swish paid beyond
+    the bundled SReLU's).
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import gc
 import importlib
 import inspect
 import operator
 import sys
+import threading
 import types
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar, cast
 
 import torch
 import torch._compile
 import torch.autograd
 
 _installed = False
+_lent = 0  # how many lent() blocks are open (they nest: a check's prerequisites run inside it)
+_lock = threading.Lock()
+_put_back: list[Callable[[], None]] = []  # what the outermost lent() undoes when it closes
 
 
 def install() -> None:
-    """Take the short ways of Note [torch internals a check does not need] (idempotent)."""
+    """Take the short ways of Note [torch internals a check does not need] for good (idempotent):
+    the fork server's, before any worker is forked."""
     global _installed
     if _installed:
         return
     _installed = True
+    _apply()
+    _put_back.clear()  # for good: nothing to put back
+
+
+@contextlib.contextmanager
+def lent() -> Iterator[None]:
+    """The short ways of Note [torch internals a check does not need] for the duration of the
+    block, and torch's own again after it: the checks that run in the caller's process (the
+    API, the pytest plugin, ``--no-isolate``) take them without leaving torch changed for the
+    caller's own code. Blocks nest, on one thread or several (the last one to close puts torch's
+    own back); after :func:`install` this does nothing."""
+    global _lent
+    if _installed:
+        yield
+        return
+    with _lock:
+        _lent += 1
+        if _lent == 1:
+            try:
+                _apply()
+            except BaseException:
+                _lent = 0
+                while _put_back:
+                    _put_back.pop()()
+                raise
+    try:
+        yield
+    finally:
+        with _lock:
+            _lent -= 1
+            if _lent == 0:
+                while _put_back:
+                    _put_back.pop()()
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def lending(method: _F) -> _F:
+    """``method`` run inside :func:`lent`."""
+
+    @functools.wraps(method)
+    def inside(*args: Any, **kwargs: Any) -> Any:
+        with lent():
+            return method(*args, **kwargs)
+
+    return cast(_F, inside)
+
+
+def _apply() -> None:
     # Each one only where this torch has what it was written for (torch 2.13's internals); else torch's way.
     if callable(getattr(torch._compile, "_disable_dynamo", None)):
         _defer_dynamo_disables()
     if callable(getattr(torch, "_check_with", None)):
-        torch._check_with = _plain_check(torch._check_with)
+        _replace(torch, "_check_with", _plain_check(torch._check_with))
     make_grads = getattr(torch.autograd, "_make_grads", None)
     if callable(make_grads) and list(inspect.signature(make_grads).parameters) == ["outputs", "grads",
                                                                                    "is_grads_batched"]:
-        torch.autograd._make_grads = _plain_grads(torch.autograd._make_grads)
+        _replace(torch.autograd, "_make_grads", _plain_grads(make_grads))
     _defer_symbolic_shapes()
 
 
+def _replace(owner: Any, name: str, value: Any) -> None:
+    """``owner.name = value``, put back when the outermost lent() block closes."""
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
+    _put_back.append(lambda: setattr(owner, name, saved))
+
+
 # -- torch._disable_dynamo ---------------------------------------------------------------------
+
+_calls: list[tuple[Any, Any]] = []  # (fn, its call that needs no torch._dynamo) of torch's wrappers
+_found = False
 
 
 def _defer_dynamo_disables() -> None:
     """Every ``torch._disable_dynamo`` wrapper made so far, and every one made from now on,
     calls its function as is while torch._dynamo is not imported."""
+    global _found
     original = torch._compile._disable_dynamo
-    code = original(_defer_dynamo_disables).__code__  # torch's wrapper's code, one for all of them
-    for obj in gc.get_objects():
-        if type(obj) is types.FunctionType and obj.__code__ is code:
-            _defer(obj)
+    if not _found:  # once per process: the wrappers are the functions with the code of this torch's
+        _found = True
+        code = original(_defer_dynamo_disables).__code__
+        _calls.extend(call for obj in gc.get_referrers(code) if type(obj) is types.FunctionType
+                      if (call := _deferred_call(obj)) is not None)
+    deferred = [fn for fn, call in _calls if _defer(fn, call)]
 
     @functools.wraps(original)
     def disable_dynamo(fn: Any = None, recursive: bool = True) -> Any:
         if fn is None:  # the decorator with arguments: @torch._disable_dynamo(recursive=False)
             return functools.partial(disable_dynamo, recursive=recursive)
         wrapper = original(fn, recursive)
-        _defer(wrapper)
+        if (made := _deferred_call(wrapper)) is not None:
+            _calls.append(made)
+            if _defer(*made):
+                deferred.append(made[0])
         return wrapper
 
-    torch._compile._disable_dynamo = disable_dynamo
-    torch._disable_dynamo = disable_dynamo
+    _replace(torch._compile, "_disable_dynamo", disable_dynamo)
+    _replace(torch, "_disable_dynamo", disable_dynamo)
+    _put_back.append(lambda: _undefer(deferred))
 
 
-def _defer(wrapper: Any) -> None:
-    """Fill the cache ``wrapper`` keeps on its function (``fn.__dynamo_disable``, read before it
-    imports torch._dynamo) with a call that needs no torch._dynamo until it is imported."""
+def _undefer(functions: list[Any]) -> None:
+    """Take the deferred calls off again where torch._dynamo has not put its own in their place."""
+    for fn in functions:
+        if getattr(getattr(fn, "__dynamo_disable", None), "lazytorch_deferred", False):
+            del fn.__dynamo_disable
+
+
+def _defer(fn: Any, call: Any) -> bool:
+    """Fill the cache a wrapper keeps on its function (``fn.__dynamo_disable``, read before it
+    imports torch._dynamo) with ``call``, unless it holds one already; whether it did."""
+    if getattr(fn, "__dynamo_disable", None) is not None:
+        return False
+    try:
+        fn.__dynamo_disable = call
+    except (AttributeError, TypeError):  # a function that takes no attributes: torch's way
+        return False
+    return True
+
+
+def _deferred_call(wrapper: Any) -> tuple[Any, Any] | None:
+    """The function of one of torch's ``_disable_dynamo`` wrappers, and a call of it that needs no
+    torch._dynamo until torch._dynamo is imported (then it is what torch's wrapper makes); None
+    for a function that is not such a wrapper."""
     cells = dict(zip(wrapper.__code__.co_freevars, wrapper.__closure__ or ()))
     if "fn" not in cells or "recursive" not in cells:  # not the wrapper this torch makes
-        return
+        return None
     fn, recursive = cells["fn"].cell_contents, cells["recursive"].cell_contents
-    if getattr(fn, "__dynamo_disable", None) is not None:
-        return
 
     def unless_compiling(*args: Any, **kwargs: Any) -> Any:
         disable = getattr(sys.modules.get("torch._dynamo"), "disable", None)
@@ -110,10 +208,8 @@ def _defer(wrapper: Any) -> None:
         fn.__dynamo_disable = disabled
         return disabled(*args, **kwargs)
 
-    try:
-        fn.__dynamo_disable = unless_compiling
-    except (AttributeError, TypeError):  # a function that takes no attributes: torch's way
-        pass
+    unless_compiling.lazytorch_deferred = True  # type: ignore[attr-defined]
+    return fn, unless_compiling
 
 
 # -- torch._check ------------------------------------------------------------------------------
@@ -252,7 +348,40 @@ def _defer_symbolic_shapes() -> None:
     plain = _PlainShapes()
     sys.modules[_SYMBOLIC_SHAPES] = plain
     experimental.symbolic_shapes = plain
-    prims_common.elementwise_dtypes = _without_sympy(promotion, prims_common)
+    without, owners = _promotion_owners(promotion, prims_common)
+    for module in owners:
+        _replace(module, "elementwise_dtypes", without)
+    _put_back.append(lambda: _put_back_symbolic_shapes(plain, experimental))
+
+
+_owners: tuple[int, Any, Any, list[types.ModuleType]] | None = None  # (modules seen, promotion, clone, owners)
+
+
+def _promotion_owners(promotion: Any, prims_common: types.ModuleType) -> tuple[Any, list[types.ModuleType]]:
+    """The type promotion without sympy, and the modules that hold ``promotion`` by name: its
+    own, and those that imported it by name (the meta kernels'), looked for again only when
+    more modules have been imported since."""
+    global _owners
+    if _owners is None or _owners[0] != len(sys.modules) or _owners[1] is not promotion:
+        owners = [prims_common, *(m for name, m in list(sys.modules.items()) if name.startswith("torch.")
+                                  and m is not prims_common
+                                  and getattr(m, "__dict__", {}).get("elementwise_dtypes") is promotion)]
+        clone = _owners[2] if _owners is not None and _owners[1] is promotion else _without_sympy(promotion,
+                                                                                                   prims_common)
+        _owners = (len(sys.modules), promotion, clone, owners)
+    return _owners[2], _owners[3]
+
+
+def _put_back_symbolic_shapes(plain: _PlainShapes, experimental: Any) -> None:
+    """symbolic_shapes as torch has it: not imported yet, or the module itself where something
+    imported it through the stand-in."""
+    if sys.modules.get(_SYMBOLIC_SHAPES) is plain:
+        del sys.modules[_SYMBOLIC_SHAPES]
+    if getattr(experimental, "symbolic_shapes", None) is plain:
+        if plain._module is not None:
+            experimental.symbolic_shapes = plain._module
+        else:
+            del experimental.symbolic_shapes
 
 
 class _NoSympy(types.ModuleType):

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from layercheck._version import __version__
+from layercheck.engine import lazytorch
 from layercheck.explore.engine import Explorer
 from layercheck.parent import limits, plugins
 from layercheck.parent.errors import (
@@ -205,6 +206,7 @@ class TargetRun:
         self._sample: _Sample | None = None
         self._sample_tried = False
 
+    @lazytorch.lending  # Note [torch internals a check does not need]
     def start(self) -> str | None:
         """Construct and initialise the layer once; the run's error when that is impossible
         (the constructor raised or hung). ``initialize`` raising is the layer's failure: the
@@ -268,6 +270,7 @@ class TargetRun:
         names = forward.details.get("custom_backward") if forward is not None else None
         return with_backward(self.facts.get("location"), self.target.cls, names if isinstance(names, list) else ())
 
+    @lazytorch.lending
     def result(self, info: CheckInfo, variant: str) -> CheckResult:
         """The outcome of one check, run once: its prerequisites first (every planned variant
         of each, unless they ran already), so that it is gated as in a whole run even when it
@@ -387,6 +390,7 @@ class _Sample:
                        details={**result.details, "sample": {"observations": kept, "batch": self.batch}})
 
 
+@lazytorch.lending  # one loan for the whole target (Note [torch internals a check does not need])
 def run_target(target: Target, plan: Sequence[Planned], *, options: Options = Options(),
                tolerances: Mapping[tuple[str, str], float] | None = None,
                progress: Progress | None = None, record: Record | None = None, listener: Listener | None = None,

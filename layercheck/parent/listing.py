@@ -12,8 +12,10 @@ never wrong. ``tests/test_listing.py`` holds the two readings equal.
 from __future__ import annotations
 
 import ast
+import collections
 import importlib.util
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -285,11 +287,23 @@ def _read(path: Path) -> list[Entry]:
 def _declarations(tree: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.Call]]:
     """Each function decorated with ``@check(...)``, with the decorator's call."""
     found = []
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found += [(node, d) for d in node.decorator_list
                       if isinstance(d, ast.Call) and _called(d.func) == "check"]
     return found
+
+
+def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """ast.walk's nodes in its order, but only statements and the clauses that hold them: a
+    function is defined only by a statement, and the expressions (nine in ten of a module's
+    nodes, walked for nothing before) hold none."""
+    todo: collections.deque[ast.AST] = collections.deque([tree])
+    while todo:
+        node = todo.popleft()
+        todo.extend(child for child in ast.iter_child_nodes(node)
+                    if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)))
+        yield node
 
 
 def _called(func: ast.expr) -> str | None:
