@@ -54,11 +54,31 @@ class Broken(nn.Module):
 """
 
 
+# A module that raises while it is imported, inside a helper its top level calls (line 6).
+IMPORT_RAISES = """\
+import torch
+from torch import nn
+
+
+def table(n):
+    return torch.arange(n).view(3, -1)
+
+
+TABLE = table(16)
+
+
+class Fine(nn.Module):
+    def forward(self, x):
+        return x * 2
+"""
+
+
 @pytest.fixture
 def layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "helper.py").write_text(HELPER_RAISES)
     (tmp_path / "forward.py").write_text(FORWARD_RAISES)
+    (tmp_path / "on_import.py").write_text(IMPORT_RAISES)
     return tmp_path
 
 
@@ -87,6 +107,20 @@ def test_json_locates_a_construction_error_on_the_line_that_raised(layers: Path)
     assert (where["file"], where["line"], where["name"]) == ("helper.py", 7, "make_weight")
     assert [(f["line"], f["name"]) for f in where["frames"]] == [(13, "__init__"), (7, "make_weight")]
     assert where["defined"] == {"file": "helper.py", "line": 10}  # the class, as before
+
+
+@pytest.mark.parametrize("isolate", [(), ("--no-isolate",)], ids=["isolated", "in-process"])
+def test_an_import_error_is_located_and_shown_where_the_module_raised(layers: Path, isolate: tuple[str, ...]) -> None:
+    code, out = invoke("on_import.py:Fine", "--layout", "8,16:BC", *isolate)
+    lines = [line.strip() for line in out.splitlines()]
+    assert code == 1 and "importing on_import.py raised RuntimeError" in out
+    trace = ['File "on_import.py", line 9, in <module>', "TABLE = table(16)",
+             'File "on_import.py", line 6, in table', "return torch.arange(n).view(3, -1)"]
+    start = lines.index(trace[0]) if trace[0] in lines else -1
+    assert lines[start:start + 4] == trace, out
+    code, out = invoke("on_import.py:Fine", "--layout", "8,16:BC", "--format", "json", *isolate)
+    (run,) = json.loads(out)["runs"]
+    assert (run["location"]["file"], run["location"]["line"], run["location"]["name"]) == ("on_import.py", 6, "table")
 
 
 def test_json_and_github_put_a_forward_error_on_the_line_that_raised(layers: Path) -> None:

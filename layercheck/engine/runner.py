@@ -136,7 +136,8 @@ def run_plan(plan: TargetPlan, options: Options, progress: Progress | None = Non
         target = load_target(plan, options)
     except LoadError as exc:
         where = "layer: " if plan.source is not None else ""  # the spec file is the run's name already
-        return error_run(plan, f"{where}{exc}", seconds=time.perf_counter() - start)
+        # the line of the user's file that raised on import, where one did: the report points there
+        return error_run(plan, f"{where}{exc}", seconds=time.perf_counter() - start, location=raised_at(exc))
     return run_target(target, checks.planned, options=options, tolerances=checks.tolerances, progress=progress,
                       record=record, listener=listener, deadline=deadline, exploration=plan.exploration)
 
@@ -157,9 +158,14 @@ def load_target(plan: TargetPlan, options: Options, *, announce: bool = True) ->
 _IN_BACKWARD = frozenset({"backward_size", "gradients", "needs_input_grad", "backward_pure", "grad_output",
                           "gradgrad"})
 
-def error_run(plan: TargetPlan, error: str, *, seconds: float = 0.0) -> RunReport:
-    """The run report of a target that could not be checked: why."""
-    return run_report(plan, Record(), (), seconds=seconds, error=error)
+def error_run(plan: TargetPlan, error: str, *, seconds: float = 0.0,
+              location: dict[str, Any] | None = None) -> RunReport:
+    """The run report of a target that could not be checked: why, and where the user's code
+    raised when ``location`` says (:func:`~layercheck.support.raised.raised_at`)."""
+    record = Record()
+    if location is not None:
+        record.facts["location"] = location
+    return run_report(plan, record, (), seconds=seconds, error=error)
 
 
 def ordered_results(plan: Sequence[Planned], results: Mapping[tuple[str, str], CheckResult]) -> list[CheckResult]:

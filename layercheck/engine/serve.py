@@ -27,6 +27,7 @@ from layercheck.parent.limits import limit_worker_memory
 from layercheck.parent.plan import TargetPlan
 from layercheck.parent.result import CheckResult, RunReport
 from layercheck.support.containment import capture_into
+from layercheck.support.raised import raised_at
 from layercheck.target.loading import TargetNotFound
 
 registry.load_checks()  # in the fork server, once: every worker forked from it has them
@@ -91,16 +92,17 @@ def _die_with_parent() -> None:
         pass
 
 
-def _load(plan: TargetPlan, options: runner.Options) -> tuple[str, str | None]:
+def _load(plan: TargetPlan, options: runner.Options) -> tuple[str, str | None, dict[str, Any] | None]:
     """Import a layer named on the command line: ("missing", why) when it does not exist (a
-    usage error), ("failed", the run's error) when it cannot be imported, ("loaded", None)."""
+    usage error), ("failed", the run's error) when it cannot be imported, ("loaded", None); and
+    where the user's file raised on import, where it did."""
     try:
         runner.load_target(plan, options, announce=False)  # the check that follows says what it needs to
     except TargetNotFound as exc:
-        return "missing", str(exc)
+        return "missing", str(exc), None
     except LoadError as exc:
-        return "failed", str(exc)
-    return "loaded", None
+        return "failed", str(exc), raised_at(exc)
+    return "loaded", None, None
 
 
 class _Messages(runner.Listener):

@@ -265,11 +265,11 @@ class _Run:
         elif kind == "usage":
             raise UsageError(message[1])
         elif kind == "loaded":
-            outcome, text = message[1]
+            outcome, text, raised = message[1]
             if outcome == "missing":
                 raise UsageError(text)
             if outcome == "failed":
-                target.run = self._error_run(target, text, seconds=self._seconds(target))
+                target.run = self._error_run(target, text, seconds=self._seconds(target), location=raised)
             self.workers[worker] = None
         elif kind == "crash":
             target.run = self._partial_run(target, seconds=self._seconds(target),
@@ -378,8 +378,12 @@ class _Run:
         return plan.run_report(target.plan, target.record, target.order, seconds=seconds, error=error)
 
     @staticmethod
-    def _error_run(target: _Target, error: str, *, seconds: float = 0.0) -> RunReport:
-        return plan.run_report(target.plan, Record(), (), seconds=seconds, error=error)
+    def _error_run(target: _Target, error: str, *, seconds: float = 0.0,
+                   location: dict[str, Any] | None = None) -> RunReport:
+        record = Record()
+        if location is not None:  # where the user's file raised on import
+            record.facts["location"] = location
+        return plan.run_report(target.plan, record, (), seconds=seconds, error=error)
 
     def _warmed_up(self, worker: Worker) -> None:
         """A worker is ready: in a run of several targets, the first target's time starts now, not at
