@@ -64,7 +64,9 @@ def imprecise_backward(ctx: Context) -> tuple[str, dict[str, Any]] | None:
     """Why the layer's float64 gradients are less precise than float64 (the message and its
     details), judged against autograd's derivative of the same forward; None where they are as
     precise, or where there is no such yardstick (Note [float64 backward precision])."""
-    layer = ctx.fresh(torch.float64)
+    # on the runner's sample of the batch where it made one: a cast inside the backward is in every
+    # observation, and autograd of the plain forward keeps what the hand-written one does not
+    layer = ctx.fresh(torch.float64, sample=True)
     inputs = layer.inputs(requires_grad=True)
     seen = Seen()
     try:
@@ -72,7 +74,7 @@ def imprecise_backward(ctx: Context) -> tuple[str, dict[str, Any]] | None:
         if not custom_functions(outputs):
             return None  # no hand-written backward: autograd's is the layer's own
         mine = gradients(ctx, layer, inputs, outputs)
-        other = ctx.fresh(torch.float64)
+        other = ctx.fresh(torch.float64, sample=True)
         again = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
         with unwrapped_functions(seen), _LowerPrecision() as lower:
             outputs = Outputs.of(other.forward(again)).tensors
