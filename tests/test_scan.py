@@ -5,6 +5,7 @@ with one bug planted in one layer by build(bug=...)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -182,6 +183,25 @@ def test_layouts_inferred_from_the_batch_and_the_time_of_the_model_input(tmp_pat
     assert "blocks.0.attn.rotary (Rotary): 2,2,6,8:BUTC 2,2,6,8:BUTC 2,6:BT" in result.stderr
 
 
+def test_inputs_file_layouts_follow_the_batch_and_the_time(tmp_path: Path) -> None:
+    torch.save(sample(), tmp_path / "sample.pt")
+    result = invoke("scan", TINY, "--inputs", str(tmp_path / "sample.pt"), "--check", "signatures",
+                    "--format", "json")
+    assert result.exit_code == 0, result.output
+    found = {row["path"]: row for row in json.loads(result.stdout)["scan"]}
+    assert found["blocks.0.attn.rotary"]["layouts"] == ["2,2,6,8:BUTC", "2,2,6,8:BUTC", "2,6:BT"]
+    assert found["blocks.0.norm1"]["layouts"] == ["2,6,16:BTC"]
+    assert found["blocks.0.mlp/SiLUFn"]["layouts"] == ["2,6,32:BTC"]
+    assert "raised" not in result.stderr
+
+
+def test_tensor_inputs_whose_second_dimension_is_a_width_label_no_time() -> None:
+    model = Gated(False)
+    report = layercheck.check_model(model, torch.randn(4, 8), torch.ones(4, 8), checks=["signatures"])
+    assert report.passed
+    assert rows(report)["gate"]["layouts"] == ["4,8:BC", "4,8:BC"]  # the forward at 9 wide raised: no T
+
+
 # -- verdicts -------------------------------------------------------------------------------------
 
 def test_cli_clean_model_passes_with_a_tree_and_a_json_scan_section(tmp_path: Path) -> None:
@@ -237,7 +257,7 @@ def test_model_spec_with_inputs_file_and_weights(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     found = {row["path"]: row for row in json.loads(result.stdout)["scan"]}
     assert "blocks.0.mlp" not in found and found["blocks.1.norm1"]["status"] == "failed"
-    assert found["blocks.0.norm1"]["layouts"] == ["2,6,16:BUC"]  # no layout given: the first dimension is the batch
+    assert found["blocks.0.norm1"]["layouts"] == ["2,6,16:BTC"]  # no layout given: batch and time inferred
 
 
 @pytest.mark.slow
@@ -312,3 +332,84 @@ def test_html_report_holds_the_tree_linking_each_layer_to_its_run() -> None:
     assert "Model scan" in page and '<a href="#run-1"><code>norm (RMSNorm)  2,4:BC</code></a>' in page
     assert "odd (Odd)  skipped: called with a m.Cache argument" in page
     assert [run.target for run in report.runs] == ["norm (RMSNorm)", "(model) (Net)"]
+
+
+def test_html_tree_opens_the_branches_that_fail_and_folds_the_others() -> None:
+    from layercheck.parent.result import CheckResult, Report, RunReport, Status
+    from layercheck.reporting.html import render
+    from layercheck.reporting.scan_tree import ScanEntry, arrange
+
+    def run(spec: str, status: Status) -> RunReport:
+        return RunReport(target=spec, kind="module", inputs=[], seed=0, seconds=0.1,
+                         results=[CheckResult("gradients", "float64", status, 0.1)])
+
+    specs = {"": "/s/5_model.yaml", "a": "/s/2_a.yaml", "a.norm": "/s/1_a_norm.yaml", "b": "/s/4_b.yaml",
+             "b.norm": "/s/3_b_norm.yaml"}
+    failing = {"", "b", "b.norm"}
+    runs = [run(spec, Status.FAILED if path in failing else Status.PASSED) for path, spec in specs.items()]
+    entries = [ScanEntry(path, f"m.{cls}", (path,), (), spec=specs[path])
+               for path, cls in (("", "Net"), ("a", "Block"), ("a.norm", "Norm"), ("b", "Gate"),
+                                 ("b.norm", "Other"))]
+    page = render(arrange(Report(runs=runs, environment={}, version="0", seconds=0.5), entries))
+    tree = page[page.index('<section class="scan">'):page.index("</section>")]
+    folds = re.findall(r"<details( open)?[^>]*><summary>.*?<code>([^<]*)</code>", tree)
+    assert [(bool(opened), text.split()[0]) for opened, text in folds] == [(True, "(model)"), (False, "a"),
+                                                                             (True, "b")]
+    assert tree.index("a.norm (Norm)") < tree.index("b (Gate)")  # the tree's order, the passed branch folded
+    assert "<code>b.norm (Other)  gradients[float64]</code>" in tree  # a leaf: a line of its own
+
+
+# -- the draw into the tails on captured inputs ----------------------------------------------------
+
+class ClampedSigmoidFn(torch.autograd.Function):
+    """A sigmoid whose backward is computed from its output clamped to [0.01, 0.99]: right within
+    about ±4.6, wrong beyond (Note [tails])."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        y = y.clamp(0.01, 0.99)
+        return grad * y * (1 - y)
+
+
+class Gate(nn.Module):
+    def __init__(self, wrong: bool) -> None:
+        super().__init__()
+        self.wrong = wrong
+
+    def forward(self, x, mask):
+        gate = ClampedSigmoidFn.apply(x) if self.wrong else torch.sigmoid(x)
+        return gate * mask
+
+
+class Gated(nn.Module):
+    def __init__(self, wrong: bool) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.gate = Gate(wrong)
+
+    def forward(self, x, mask):
+        return self.gate(self.proj(x), mask)
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_captured_floating_inputs_are_drawn_into_the_tails(wrong: bool) -> None:
+    torch.manual_seed(0)
+    model = Gated(wrong)
+    x = torch.randn(4, 8)
+    mask = (torch.rand(4, 8) < 0.7).to(torch.float32)
+    assert float(model.proj(x).detach().abs().max()) < 3  # the captured values lie where the wrong backward is right
+    report = layercheck.check_model(model, x, mask, checks=["gradients"])
+    found = rows(report)
+    if not wrong:
+        assert report.passed, found
+        return
+    assert found["gate"]["status"] == "failed" and "gradients[float64]" in found["gate"]["failed"]
+    failure = next(r for r in report.results if r.check == "gradients" and r.status.value == "failed")
+    assert "scaled by 4" in str(failure.message) + str(failure.details)

@@ -21,7 +21,7 @@ from layercheck.parent.plan import TargetPlan
 from layercheck.parent.result import Report
 from layercheck.parent.spec import load_spec, parse_tolerance
 from layercheck.reporting.scan_tree import arrange
-from layercheck.scan.model import drawn_inputs, model_dims, scan_to_folder
+from layercheck.scan.model import drawn_inputs, guessed_labels, model_dims, scan_to_folder
 from layercheck.target import prepare
 
 
@@ -60,7 +60,7 @@ def check_model(model: nn.Module, *inputs: Any, include: Sequence[str] = (), exc
         folder = Path(write_specs) if write_specs is not None else Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="layercheck-scan-")))
         survey, entries = scan_to_folder(model, args, kwargs, folder, dims=dims, include=include,
-                                         exclude=exclude, seed=seed)
+                                         exclude=exclude, guessed=guessed_labels(specs), seed=seed)
         runs = []
         for kind, entry in zip(survey.kinds, entries):
             if entry.spec is None:

@@ -15,6 +15,7 @@ from layercheck.numerics.functions import LayerFunction
 from layercheck.numerics.recording import Analytic, analytic_run
 from layercheck.numerics.reference import FLOAT64_READERS, Reference, fresh_layer, judged, nonfinite_problem
 from layercheck.parent.errors import CheckFailed, CheckSkipped, LayerRaised
+from layercheck.parent.inputs import CAPTURED
 from layercheck.support.compare import all_finite, dtype_name, identical, nonfinite
 from layercheck.support.context import Context
 from layercheck.support.runs import cotangents
@@ -80,7 +81,9 @@ def _second_draw(ctx: Context, beside: bool) -> tuple[Subject, list[torch.Tensor
 #     clamped to [0.01, 0.99], wrong beyond 4.6; an exp or a log-sum-exp that loses its shift; a
 #     softplus that switches formula) passed every check, as it passes gradcheck. Where some input
 #     is drawn standard normal (the default; a declared range or distribution, integers and masks
-#     are the layer's domain and stay as drawn), the float64 reference is judged once more on the
+#     are the layer's domain and stay as drawn) or captured from a model (layercheck scan: the
+#     activations one sample forward gave the layer; larger ones are what training reaches, and
+#     integer and bool inputs stay as captured), the float64 reference is judged once more on the
 #     first draw with those inputs scaled by TAILS_SCALE: a quarter of their elements then lie
 #     beyond 4.6 and the largest near 13. A small layer (SECOND_DRAW_LIMIT elements, as for the
 #     second draw) is judged so whole. A larger one is judged on the runner's sample of the batch
@@ -128,8 +131,8 @@ class TailsDraw:
 
 
 def tails_draw(ctx: Context, *, beside: bool = False) -> TailsDraw | None:
-    """The float64 run on the first draw with its standard-normal inputs scaled by TAILS_SCALE,
-    and its reference (Note [tails]); None where no input is drawn standard normal."""
+    """The float64 run on the first draw with its standard-normal and captured floating inputs
+    scaled by TAILS_SCALE, and its reference (Note [tails]); None where there is no such input."""
 
     def build() -> TailsDraw | None:
         subject = fresh_layer(ctx, torch.float64, beside)
@@ -139,7 +142,7 @@ def tails_draw(ctx: Context, *, beside: bool = False) -> TailsDraw | None:
             sample = subject.target is not ctx.target
         target = subject.target
         first = target.inputs(torch.float64)
-        scaled = [_standard_normal(spec) and x.is_floating_point() for spec, x in zip(target.specs, first)]
+        scaled = [_into_tails(spec) and x.is_floating_point() for spec, x in zip(target.specs, first)]
         if not any(scaled):
             return None
         inputs = _scaled(first, scaled, TAILS_SCALE)
@@ -259,6 +262,12 @@ def tails_in_float32(ctx: Context, *, beside: bool = False) -> TailsInFloat32 | 
 def _standard_normal(spec: Any) -> bool:
     """Whether an input is drawn standard normal (the default): symmetric about zero, unbounded."""
     return bool(spec.values.distribution == "normal" and spec.values.mean == 0)
+
+
+def _into_tails(spec: Any) -> bool:
+    """Whether an input is scaled in the draw into the tails (Note [tails]): drawn standard normal,
+    or captured from a model (its floating values; integers and masks stay as captured)."""
+    return _standard_normal(spec) or spec.values.distribution == CAPTURED
 
 
 def _elements(ctx: Context, subject: Subject) -> int:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from layercheck.parent.result import CheckResult, Report, RunReport, Status
 from layercheck.reporting.details import (
@@ -33,6 +33,9 @@ from layercheck.reporting.details import (
 )
 from layercheck.reporting.plots import gradient_figures
 from layercheck.reporting.registry import reporter
+
+if TYPE_CHECKING:
+    from layercheck.reporting.scan_tree import Branch
 
 MESSAGE_LIMIT = 300
 """Characters of a message in the checks table; failures below it show the whole message."""
@@ -84,6 +87,8 @@ figure { margin: 0; background: white; border: 1px solid var(--line); border-rad
 figcaption { font-size: .85em; color: var(--muted); margin-top: 4px; }
 figcaption b { color: var(--ink); }
 details { margin: .5em 0; } summary { cursor: pointer; color: var(--muted); }
+ul.tree { list-style: none; padding-left: 0; } ul.tree ul.tree { padding-left: 1.5em; }
+ul.tree details { margin: 0; } ul.tree summary { color: inherit; }
 p.where { margin: .3em 0; }
 table.kv { font-size: .9em; } table.kv th { white-space: nowrap; padding-right: 14px; }
 table.rows { font-size: .9em; } .wide { overflow-x: auto; max-width: 100%; }
@@ -127,20 +132,31 @@ def _header(report: Report, verdict: str) -> ET.Element:
 
 
 def _scan_tree(report: Report) -> ET.Element:
-    """A model's scan: its layers as a tree of module paths, each linking to its run's section."""
-    from layercheck.reporting.scan_tree import lines, summary
+    """A model's scan: its layers as a tree of module paths, each linking to its run's section;
+    the branches holding a failure open, the others folded (as a run's passed checks are)."""
+    from layercheck.reporting.scan_tree import branches, summary
 
     section = ET.Element("section", {"class": "scan"})
     _element(section, "h2", "Model scan")
     _element(section, "p", summary(report), cls="summary")
     anchors = {run.target: f"run-{number}" for number, run in enumerate(report.runs, start=1)}
-    tree = ET.SubElement(section, "ul", {"class": "tree"})
-    for row, (depth, status, text) in zip(report.scan or [], lines(report)):
-        item = ET.SubElement(tree, "li", {"class": status, "style": f"margin-left: {depth * 1.5}em"})
-        _badge(item, status)
-        holder = ET.SubElement(item, "a", href=f"#{anchors[row['target']]}") if row["target"] in anchors else item
-        _element(holder, "code", text)
+    section.append(_tree(branches(report), anchors))
     return section
+
+
+def _tree(level: Sequence[Branch], anchors: Mapping[str, str]) -> ET.Element:
+    tree = ET.Element("ul", {"class": "tree"})
+    for branch in level:
+        item = ET.SubElement(tree, "li", {"class": branch.status})
+        fold = ET.SubElement(item, "details", {"open": "open"} if branch.fails else {}) if branch.below else None
+        line = item if fold is None else ET.SubElement(fold, "summary")
+        _badge(line, branch.status)
+        target = branch.row["target"]
+        holder = ET.SubElement(line, "a", href=f"#{anchors[target]}") if target in anchors else line
+        _element(holder, "code", branch.text)
+        if fold is not None:
+            fold.append(_tree(branch.below, anchors))
+    return tree
 
 
 def _overview(report: Report) -> ET.Element:

@@ -100,6 +100,35 @@ def lines(report: Report) -> list[tuple[int, str, str]]:
     return out
 
 
+@dataclass
+class Branch:
+    """A row of the tree with the rows below it (a block's layers, a module's Functions)."""
+
+    row: dict[str, Any]
+    status: str
+    text: str
+    below: list[Branch] = dataclasses.field(default_factory=list)
+
+    @property
+    def fails(self) -> bool:
+        """Whether this row or one below it failed or raised: the branch the HTML report opens."""
+        return self.status in ("failed", "error") or any(branch.fails for branch in self.below)
+
+
+def branches(report: Report) -> list[Branch]:
+    """The tree's rows nested: each under the nearest row before it at a smaller depth (rows are
+    in tree order, so that is the block it lies in)."""
+    top: list[Branch] = []
+    stack: list[tuple[int, Branch]] = []
+    for row, (depth, status, text) in zip(report.scan or [], lines(report)):
+        branch = Branch(row, status, text)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        (stack[-1][1].below if stack else top).append(branch)
+        stack.append((depth, branch))
+    return top
+
+
 def summary(report: Report) -> str:
     """``N kinds of layer (M calls): N passed, N failed, N skipped``."""
     rows = report.scan or []

@@ -60,7 +60,15 @@ def prepare(spec: ModelSpec, folder: Path, *, seed: int) -> Prepared:
 
 def _prepare(spec: ModelSpec, folder: Path, *, seed: int) -> Prepared:
     from layercheck.parent.sources import is_file_reference, split_reference
-    from layercheck.scan.model import build_model, drawn_inputs, load_weights, model_dims, read_inputs, scan_to_folder
+    from layercheck.scan.model import (
+        build_model,
+        drawn_inputs,
+        guessed_labels,
+        load_weights,
+        model_dims,
+        read_inputs,
+        scan_to_folder,
+    )
     from layercheck.target.loading import TargetNotFound, resolve
 
     try:
@@ -81,7 +89,8 @@ def _prepare(spec: ModelSpec, folder: Path, *, seed: int) -> Prepared:
     where, _ = split_reference(spec.model)
     imports = [str((spec.base_dir / where).resolve())] if is_file_reference(where) else []
     survey, entries = scan_to_folder(model, args, kwargs, folder, dims=dims, include=spec.include,
-                                     exclude=spec.exclude, imports=imports, seed=seed)
+                                     exclude=spec.exclude, guessed=guessed_labels(specs), imports=imports,
+                                     seed=seed)
     return Prepared(entries, survey.notes)
 
 

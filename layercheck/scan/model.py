@@ -91,11 +91,12 @@ Dims = dict[int | str, tuple[int, ...]]  # model input (position or keyword) -> 
 
 
 def survey(model: nn.Module, args: Sequence[Any], kwargs: dict[str, Any], *, dims: dict[str, Dims],
-           include: Sequence[str] = (), exclude: Sequence[str] = ()) -> Survey:
+           include: Sequence[str] = (), exclude: Sequence[str] = (), guessed: Sequence[str] = ()) -> Survey:
     """Capture the sample forward, choose and group the layers, infer their layouts from the
     forwards at a batch and a time one longer and at spatial sizes twice as large (``dims``:
-    label -> each model input's dimensions of that label).
-    Raises UsageError where the inputs do not fit the model's forward, ForwardRaised where the
+    label -> each model input's dimensions of that label; ``guessed``: the labels whose
+    dimensions were guessed, not given, so that a forward raising there says only that they
+    are not so labelled). Raises UsageError where the inputs do not fit the model's forward, ForwardRaised where the
     forward raises."""
     _check_signature(model, args, kwargs)
     calls = capture(model, args, kwargs)
@@ -114,6 +115,8 @@ def survey(model: nn.Module, args: Sequence[Any], kwargs: dict[str, Any], *, dim
         try:
             followed[label] = (sizes.pop(), matching(capture(model, more_args, more_kwargs)))
         except ForwardRaised as exc:
+            if label in guessed:
+                continue
             notes.append(f"the model's forward with its {label} dimensions {'doubled' if double else 'one longer'} "
                          f"raised ({exc}): no dimension of its layers' inputs is labelled {label}")
     layouts: list[list[Layout] | None] = []
@@ -148,21 +151,36 @@ def _check_signature(model: nn.Module, args: Sequence[Any], kwargs: dict[str, An
 
 def scan_to_folder(model: nn.Module, args: Sequence[Any], kwargs: dict[str, Any], folder: Path, *,
                    dims: dict[str, Dims], include: Sequence[str] = (), exclude: Sequence[str] = (),
-                   imports: Sequence[str] = (), seed: int | None = None) -> tuple[Survey, list[ScanEntry]]:
+                   guessed: Sequence[str] = (), imports: Sequence[str] = (),
+                   seed: int | None = None) -> tuple[Survey, list[ScanEntry]]:
     """Survey the model and write a spec for each kind of layer into ``folder``."""
-    found = survey(model, args, kwargs, dims=dims, include=include, exclude=exclude)
+    found = survey(model, args, kwargs, dims=dims, include=include, exclude=exclude, guessed=guessed)
     return found, write_specs(found.kinds, found.layouts, folder, imports=imports, seed=seed)
 
 
+def guessed_labels(specs: Sequence[InputSpec] | None) -> tuple[str, ...]:
+    """The labels :func:`model_dims` guesses where no layouts are given."""
+    return ("T",) if specs is None else ()
+
+
 def model_dims(specs: Sequence[InputSpec] | None, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Dims]:
-    """Each model input's B, T and S dimensions: from its layout, or (inputs read from a file, no
-    layouts) the first dimension of every tensor of at least one, taken as the batch."""
+    """Each model input's B, T and S dimensions: from its layout, or (inputs read from a file or
+    given as tensors, no layouts) guessed: the first dimension of the first tensor is the batch,
+    and the first of every other tensor of that size; the second dimension of those (of the
+    size the first one's has, more than one) the time. A guess is what the forwards at a batch
+    and a time one longer try (:func:`survey`'s ``guessed``): a time the forward does not take
+    (it was a width) labels nothing."""
     dims: dict[str, Dims] = {"B": {}, "T": {}, "S": {}}
     if specs is None:
         named: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
-        for name, value in named:
-            if isinstance(value, torch.Tensor) and value.dim() > 0:
-                dims["B"][name] = (0,)
+        tensors = [(name, value) for name, value in named if isinstance(value, torch.Tensor) and value.dim() > 0]
+        if tensors:
+            batch = tensors[0][1].shape[0]
+            dims["B"] = {name: (0,) for name, value in tensors if value.shape[0] == batch}
+        longer = [(name, value) for name, value in tensors if value.dim() > 1 and name in dims["B"]]
+        if longer and longer[0][1].shape[1] > 1:
+            time = longer[0][1].shape[1]
+            dims["T"] = {name: (1,) for name, value in longer if value.shape[1] == time}
         return dims
     position = 0
     for spec in specs:
