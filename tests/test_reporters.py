@@ -335,7 +335,9 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A JSON report of a failing run, as CI would keep it."""
     path = tmp_path_factory.mktemp("saved") / "report.json"
     layer = ROOT / "tests" / "zoo" / "predict_raises.py"
-    result = cli.invoke(app, ["run", str(layer), "--layout", "4,3:BC", "--check", "predict_runs", "-o", str(path)])
+    # --no-store: a module-scoped fixture runs before the autouse one that keeps the store in tmp
+    result = cli.invoke(app, ["run", str(layer), "--layout", "4,3:BC", "--check", "predict_runs", "--no-store",
+                              "-o", str(path)])
     assert result.exit_code == 1, result.output
     return path
 
