@@ -48,8 +48,8 @@ from layercheck.parent.plan import (  # re-exported: the runner's API
     Progress,
     Record,
     TargetPlan,
+    error_run,
     limit,
-    run_report,
     timeout_message,
     total_timeout,
 )
@@ -157,16 +157,6 @@ def load_target(plan: TargetPlan, options: Options, *, announce: bool = True) ->
 # The checks that judge a hand-written backward: their failures name it, with its file and line.
 _IN_BACKWARD = frozenset({"backward_size", "gradients", "needs_input_grad", "backward_pure", "grad_output",
                           "gradgrad"})
-
-def error_run(plan: TargetPlan, error: str, *, seconds: float = 0.0,
-              location: dict[str, Any] | None = None) -> RunReport:
-    """The run report of a target that could not be checked: why, and where the user's code
-    raised when ``location`` says (:func:`~layercheck.support.raised.raised_at`)."""
-    record = Record()
-    if location is not None:
-        record.facts["location"] = location
-    return run_report(plan, record, (), seconds=seconds, error=error)
-
 
 def ordered_results(plan: Sequence[Planned], results: Mapping[tuple[str, str], CheckResult]) -> list[CheckResult]:
     """The results there are, in the order the checks are planned."""

@@ -67,8 +67,8 @@ def check_model(model: nn.Module, *inputs: Any, include: Sequence[str] = (), exc
                 continue
             plan = TargetPlan.of(load_spec(Path(entry.spec)), options)
             target = prepare.target_of(kind.replay, plan)
-            runs.append(runner.run_target(target, runner.checks_of(plan).planned, options=options,
-                                          tolerances=runner.checks_of(plan).tolerances))
+            resolved = runner.checks_of(plan)
+            runs.append(runner.run_target(target, resolved.planned, options=options, tolerances=resolved.tolerances))
     report = Report(runs=runs, environment=runner.environment(), version=__version__,
                     seconds=time.perf_counter() - start)
     return arrange(report, entries)

@@ -269,7 +269,7 @@ class _Run:
             if outcome == "missing":
                 raise UsageError(text)
             if outcome == "failed":
-                target.run = self._error_run(target, text, seconds=self._seconds(target), location=raised)
+                target.run = plan.error_run(target.plan, text, seconds=self._seconds(target), location=raised)
             self.workers[worker] = None
         elif kind == "crash":
             target.run = self._partial_run(target, seconds=self._seconds(target),
@@ -323,7 +323,7 @@ class _Run:
         if output:
             error += f"; it wrote:\n{_tail(output)}"
         if job.kind == "load" or not target.record.results:
-            target.run = self._error_run(target, error, seconds=self._seconds(target))
+            target.run = plan.error_run(target.plan, error, seconds=self._seconds(target))
         else:
             target.run = self._partial_run(target, seconds=self._seconds(target),
                                             error=error)
@@ -371,19 +371,11 @@ class _Run:
                 target.run = self._partial_run(target, seconds=self._seconds(target),
                                                 error=f"{reason} before its remaining checks ran")
             elif unstarted is not None:
-                target.run = self._error_run(target, unstarted)
+                target.run = plan.error_run(target.plan, unstarted)
 
     @staticmethod
     def _partial_run(target: _Target, *, seconds: float, error: str | None = None) -> RunReport:
         return plan.run_report(target.plan, target.record, target.order, seconds=seconds, error=error)
-
-    @staticmethod
-    def _error_run(target: _Target, error: str, *, seconds: float = 0.0,
-                   location: dict[str, Any] | None = None) -> RunReport:
-        record = Record()
-        if location is not None:  # where the user's file raised on import
-            record.facts["location"] = location
-        return plan.run_report(target.plan, record, (), seconds=seconds, error=error)
 
     def _warmed_up(self, worker: Worker) -> None:
         """A worker is ready: in a run of several targets, the first target's time starts now, not at

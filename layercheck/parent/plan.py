@@ -195,6 +195,14 @@ def limit(own: float | None, options: Options) -> float | None:
     return value if value and value > 0 else None
 
 
+def error_run(target: TargetPlan, error: str, *, seconds: float = 0.0,
+              location: dict[str, Any] | None = None) -> RunReport:
+    """The run report of a target that could not be checked: why, and where the user's code
+    raised when ``location`` says (:func:`~layercheck.support.raised.raised_at`)."""
+    return run_report(target, Record(facts={} if location is None else {"location": location}), (),
+                      seconds=seconds, error=error)
+
+
 def run_report(target: TargetPlan, record: Record, order: Sequence[tuple[str, str]], *,
                seconds: float, error: str | None = None) -> RunReport:
     """The run report of a target from what is known of it: the results ``record`` holds, in
