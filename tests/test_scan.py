@@ -309,6 +309,21 @@ def test_a_layer_spec_reads_its_inputs_from_inputs_file(tmp_path: Path) -> None:
         load_spec(spec_file)
 
 
+def test_a_norm_over_the_batch_fails_even_where_the_captured_observations_have_one_statistic(tmp_path: Path) -> None:
+    # the two captured observations have the same mean square, so a mean over a batch made of
+    # them again ([a, b, b, a]) equals each one's: the observations beyond them must differ
+    (tmp_path / "norm.py").write_text("import torch\n\nclass Norm(torch.nn.Module):\n"
+                                      "    def forward(self, x):\n"
+                                      "        return x * torch.rsqrt(x.pow(2).mean() + 1e-6)\n")
+    a = torch.randn(1, 6, 16, generator=torch.Generator().manual_seed(0))
+    torch.save([torch.cat([a, a.flip(-1)])], tmp_path / "in.pt")
+    (tmp_path / "s.yaml").write_text("layer: norm.py:Norm\ninputs_file: in.pt\ninputs: [{layout: '2,6,16:BTC'}]\n")
+    result = invoke("run", str(tmp_path / "s.yaml"), "--check", "observations", "--format", "json", "--no-store")
+    assert result.exit_code == 1, result.output
+    found = {r.check: r for r in load(result.stdout).runs[0].results}
+    assert "depends on the other observations" in found["observations"].message
+
+
 def test_a_saved_layer_that_is_not_one_is_an_error_run(tmp_path: Path) -> None:
     torch.save({"something": 1}, tmp_path / "odd.pt")
     (tmp_path / "s.yaml").write_text("layer: odd.pt\ninputs: [{layout: '2,3:BC'}]\n")

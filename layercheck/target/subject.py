@@ -299,11 +299,25 @@ class Target:
         return positional, {**self.constants, **keywords}
 
     def observation(self, index: int, seed: int) -> torch.Tensor:
-        """Another observation (batch of one) of input ``index``, drawn as that input is drawn."""
+        """Another observation (batch of one) of input ``index``, drawn as that input is drawn.
+        A captured input has no more observations than the model gave it: a captured one is
+        used, its floating values scaled (Note [observations beyond the captured batch])."""
         spec = self.specs[index]
         dim = spec.layout.batch_dim
         assert dim is not None
-        return draw(dataclasses.replace(spec, layout=spec.layout.with_size("B", 1)), seed)
+        x = draw(dataclasses.replace(spec, layout=spec.layout.with_size("B", 1)), seed)
+        if spec.captured is not None and x.is_floating_point():
+            x = x * (1.5 + seed % 4 / 2)
+        return x
+
+
+# Note [observations beyond the captured batch]
+#     A check that needs more observations than a scan captured (``observations`` grows a batch
+#     of 2 to 4) takes captured ones again. As they were, a batch-wide statistic could not tell
+#     them apart: a mean over the batch [a, b, b, a] is the mean over [a, b], and where a and b
+#     have nearly the same statistic (1 model draw in about 1000 for a tiny LM's RMSNorm input)
+#     a norm that reduces over the batch passed. Scaled by 1.5 to 3 they are observations the
+#     layer takes as readily, and they move every batch-wide statistic.
 
 
 def kind_of(layer: object) -> str | None:
