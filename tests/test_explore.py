@@ -59,6 +59,30 @@ def test_correct_twins_pass_fifty_explored_draws(name: str) -> None:
     assert report.explore is not None and report.explore["explored"] == 50
 
 
+CORRECT = [name for name in zoo_names() if name.startswith("good_") and name not in TWINS]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CORRECT)
+def test_every_correct_zoo_layer_passes_thirty_explored_draws(name: str) -> None:
+    """No false alarm beyond the fixed draws: every correct zoo layer (torch's own included) through
+    30 explored draws, each stopped after 10 s (the whole sweep takes about 5 minutes on 2 cores;
+    the twins of the explore-only bugs go through 50 above). It found two: a batch-wide maximum
+    beside an eps in good_approximate_stabiliser (a real leak: the layer was rewritten) and two
+    outputs on atan2's cut at once in good_phase_on_its_branch_cut (Note [jumps])."""
+    report = run_zoo(name, exploration=Exploration(draws=30, seconds=10))
+    assert failed_checks(report) == set(), [r.message for r in report.results if r.status.value == "failed"]
+    assert report.explore is not None and report.explore["explored"] >= 1, report.explore
+
+
+def test_outputs_on_a_cut_jumping_apart_are_not_a_wrong_gradient() -> None:
+    """An STFT's phase with two bins on atan2's cut: at the step both jumped, at a hundredth of it
+    only the smaller one; the differences still blow up as the step shrinks, a jump, not a
+    derivative (Note [jumps]). The 29th of 30 explored draws failed gradients before."""
+    report = run_zoo("good_phase_on_its_branch_cut", exploration=Exploration(draws=30, seconds=60))
+    assert failed_checks(report) == set() and report.explore is not None and report.explore["explored"] == 30
+
+
 def test_draws_are_deterministic_for_a_seed_and_vary_only_batch_space_and_time() -> None:
     specs = (parse_input("4,3,32:BCT"),)
     varied = [g for g in draws.groups(specs) if g.label in draws.VARIED]
