@@ -101,6 +101,7 @@ class Explorer:
         self.target = session.target
         self.replayed: dict[tuple[str, str], tuple[Saved, CheckResult, Shrunk]] = {}
         self.unjudged: list[tuple[tuple[str, str], str]] = []  # (check, variant), the note to add
+        self._shrink_deadline: float | None = None
         self._focus = functools.partial(focus_of, batch=[spec.layout.batch_dim for spec in self.target.specs])
         self.record: dict[str, Any] = {"store": None if exploration.store is None else str(exploration.store),
                                        "replayed": [], "asked": exploration.draws}
@@ -162,36 +163,59 @@ class Explorer:
     def finish(self) -> dict[str, Any]:
         """Explore where every check passed, shrink every failure, and put the replayed and
         explored failures in the session's results; the run report's ``explore`` record."""
-        for key, (entry, result, shrunk) in self.replayed.items():
+        for key in {*self.replayed, *(key for key, _ in self.unjudged)}:
+            self._replayed_into(key)
+        self.explore()
+        for key in [k for k, r in self.session.results.items() if r.status is Status.FAILED]:
+            self._shrink(key)
+        return self.record
+
+    def settle(self, key: tuple[str, str]) -> CheckResult | None:
+        """One check's result once it has run, as ``finish`` leaves it: what replaying its saved
+        failures found, and its smallest failing input (the pytest plugin, one check an item)."""
+        self._replayed_into(key)
+        self._shrink(key)
+        return self.session.results.get(key)
+
+    def explore(self) -> None:
+        """The explored draws, where they are asked for and every check passed."""
+        if self.exploration.draws <= 0 or "explored" in self.record:
+            return
+        if any(r.status is Status.FAILED for r in self.session.results.values()):
+            self.record["explored"] = 0
+            self.record["stopped"] = "not explored: a check fails already"
+        else:
+            self._explore()
+
+    def _replayed_into(self, key: tuple[str, str]) -> None:
+        """``key``'s result with its replayed failure (once) and the notes of replays not judged."""
+        if key in self.replayed:
+            entry, result, shrunk = self.replayed.pop(key)
             self._merge(key, result, shrunk, f"a saved failure (found {entry.found or 'before'}, replayed from "
                                               f"{self.record['store'] or 'the store'})")
-        for key, note in self.unjudged:
-            own = self.session.results.get(key)
-            if own is not None and note not in own.notes:
-                noted = dataclasses.replace(own, notes=(*own.notes, note))
-                self.session.results[key] = noted
-                self.session.listener.finished(key, noted, self.session.record)
-        failing = [key for key, r in self.session.results.items() if r.status is Status.FAILED]
-        if self.exploration.draws > 0:
-            if failing:
-                self.record["explored"] = 0
-                self.record["stopped"] = "not explored: a check fails already"
-            else:
-                self._explore()
-        deadline = time.monotonic() + self.exploration.shrink_seconds
-        for key in [k for k, r in self.session.results.items() if r.status is Status.FAILED]:
-            result = self.session.results[key]
-            if "shrunk" in result.details or self.exploration.shrink_seconds <= 0:
-                continue
-            if key[0] in BLIND:
-                self._attach(key, result, Shrunk(self.target.specs, [], None), reason=BLIND[key[0]])
-                continue
-            shrunk = shrink(self.target.specs, self.target.base_inputs(torch.float64),
-                            functools.partial(self._fails, key), deadline=deadline, found=result,
-                            values=key[0] in VALUED, focus=self._focus)
-            self._attach(key, result, shrunk if shrunk.result is not result else
-                         dataclasses.replace(shrunk, result=None))
-        return self.record
+        own = self.session.results.get(key)
+        notes = [note for of, note in self.unjudged if of == key and own is not None and note not in own.notes]
+        if own is not None and notes:
+            noted = dataclasses.replace(own, notes=(*own.notes, *notes))
+            self.session.results[key] = noted
+            self.session.listener.finished(key, noted, self.session.record)
+
+    def _shrink(self, key: tuple[str, str]) -> None:
+        """``key``'s failed result with its smallest failing input, or why there is none; the
+        target's shrinking shares one time limit, from its first shrink."""
+        result = self.session.results.get(key)
+        if (result is None or result.status is not Status.FAILED or "shrunk" in result.details
+                or self.exploration.shrink_seconds <= 0):
+            return
+        if key[0] in BLIND:
+            self._attach(key, result, Shrunk(self.target.specs, [], None), reason=BLIND[key[0]])
+            return
+        if self._shrink_deadline is None:
+            self._shrink_deadline = time.monotonic() + self.exploration.shrink_seconds
+        shrunk = shrink(self.target.specs, self.target.base_inputs(torch.float64),
+                        functools.partial(self._fails, key), deadline=self._shrink_deadline, found=result,
+                        values=key[0] in VALUED, focus=self._focus)
+        self._attach(key, result, shrunk if shrunk.result is not result else dataclasses.replace(shrunk, result=None))
 
     def _explore(self) -> None:
         exploration = self.exploration
