@@ -125,9 +125,7 @@ class Explorer:
             self.session.listener.phase(f"replaying {entry.label}")  # the watchdog hears
             outcome, result = self._run(specs, tensors, self._subplan({key[0]}, key), key)
             if outcome == REFUSED:  # Note [a replay that is not judged]
-                why = (f"{result.check}{f'[{result.variant}]' if result.variant else ''} "
-                       f"{'fails' if result.status is Status.FAILED else 'gives an error'}" if result is not None
-                       else "the layer cannot be built") + f" on its input {describe(specs, tensors, values=False)}"
+                why = f"{_refusal(result)} on its input {describe(specs, tensors, values=False)}"
                 self.record["replayed"].append({"index": index, "check": entry.label, "outcome": NOT_JUDGED,
                                                 "reason": why})
                 self.unjudged.append((key, f"a saved failure of {entry.label} (found {entry.found or 'before'}) "
@@ -163,7 +161,7 @@ class Explorer:
     def finish(self) -> dict[str, Any]:
         """Explore where every check passed, shrink every failure, and put the replayed and
         explored failures in the session's results; the run report's ``explore`` record."""
-        for key in {*self.replayed, *(key for key, _ in self.unjudged)}:
+        for key in dict.fromkeys([*self.replayed, *(key for key, _ in self.unjudged)]):  # in order
             self._replayed_into(key)
         self.explore()
         for key in [k for k, r in self.session.results.items() if r.status is Status.FAILED]:
@@ -357,6 +355,14 @@ class Explorer:
         self.session.listener.phase(text)
         if self.session.progress is not None:
             self.session.progress(self.target.name, text, index, total)
+
+
+def _refusal(result: CheckResult | None) -> str:
+    """What kept a replayed check from running: a check it needs failed, or the layer could not be built."""
+    if result is None:
+        return "the layer cannot be built"
+    name = f"{result.check}[{result.variant}]" if result.variant else result.check
+    return f"{name} {'fails' if result.status is Status.FAILED else 'gives an error'}"
 
 
 def _none_smaller(shrunk: Shrunk) -> str:
