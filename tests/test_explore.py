@@ -70,11 +70,11 @@ CORRECT = [name for name in zoo_names() if name.startswith("good_") and name not
 @pytest.mark.parametrize("name", CORRECT)
 def test_every_correct_zoo_layer_passes_thirty_explored_draws(name: str) -> None:
     """No false alarm beyond the fixed draws: every correct zoo layer (torch's own included) through
-    30 explored draws, each layer's stopped after 5 s (about 4 minutes on the 2-core machine when
-    it is quiet; 10 min 40 s at 10 s each while other suites ran; the twins of the explore-only
-    bugs go through 50 draws above). It found two: a batch-wide maximum
-    beside an eps in good_approximate_stabiliser (a real leak: the layer was rewritten) and two
-    outputs on atan2's cut at once in good_phase_on_its_branch_cut (Note [jumps])."""
+    30 explored draws, each layer's stopped after 5 s (5 min 49 s on the 2-core machine at a load
+    average of 6, 2026-12-05; the twins of the explore-only bugs go through 50 draws above). It
+    found two: a batch-wide maximum beside an eps in good_approximate_stabiliser (a real leak: the
+    layer was rewritten) and two outputs on atan2's cut at once in good_phase_on_its_branch_cut
+    (Note [jumps])."""
     report = run_zoo(name, exploration=Exploration(draws=30, seconds=5))
     assert failed_checks(report) == set(), [r.message for r in report.results if r.status.value == "failed"]
     assert report.explore is not None and report.explore["explored"] >= 1, report.explore
