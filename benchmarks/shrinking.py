@@ -2,9 +2,10 @@
 
 For each broken zoo layer (a non-empty ``EXPECT_FAIL``), the default suite runs with an
 Exploration (failures shrunk, nothing explored, no store), as ``layercheck run`` does: every
-failed check whose verdict depends on the inputs (explore/engine.py's SHRINKABLE) is shrunk, and
-the time each shrink took is listed with its tries, whether it found a smaller failing input and
-whether it stopped short. Then, on the correct zoo layers, the default suite with and without the
+failed check is shrunk (in sizes and values where its verdict reads the values, explore/engine.py's
+VALUED; in sizes only otherwise), and the time each shrink took is listed with its tries, whether
+it found a smaller failing input, whether it stopped short, and where it found none, why.
+Then, on the correct zoo layers, the default suite with and without the
 Exploration, alternated in one process, each first in every other round (CPU time of this process:
 a busy machine moves it less than wall time): the ratio is what shrinking costs a run with no failure.
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from layercheck.explore.engine import SHRINKABLE
+from layercheck.explore.engine import VALUED
 from layercheck.store.settings import Exploration
 
 from conftest import load_zoo, run_zoo, zoo_names
@@ -40,25 +41,27 @@ def main() -> None:
     exploration = Exploration(draws=0, shrink_seconds=args.budget)
 
     shrinks: list[tuple[str, str, float, int, bool, bool]] = []
-    other = 0
+    reasons: list[str] = []
     for name in [] if args.cost_only else broken:
         report = run_zoo(name, exploration=exploration)
         for result in report.results:
             if result.status.value != "failed":
                 continue
-            if result.check not in SHRINKABLE:
-                other += 1
-                continue
             shrunk = result.details.get("shrunk", {})
             shrinks.append((name, result.check, float(shrunk.get("seconds", 0.0)), int(shrunk.get("tries", 0)),
                             shrunk.get("text") is not None, bool(shrunk.get("complete", True))))
+            if shrunk.get("text") is None:
+                reasons.append(str(shrunk.get("reason")))
             print(f"{name:50s} {result.check:22s} {shrunk.get('seconds', 0):6.2f} s {shrunk.get('tries', 0):4d} tries"
-                  f" {'smaller' if shrunk.get('text') else 'none smaller'}"
+                  f" {'sizes and values' if result.check in VALUED else 'sizes':16s} "
+                  f"{shrunk.get('text') or 'none: ' + str(shrunk.get('reason'))}"
                   f"{'' if shrunk.get('complete', True) else ' (stopped short)'}", flush=True)
     seconds = sorted(s[2] for s in shrinks)
-    print(f"\n{len(broken)} broken zoo layers: {len(shrinks)} failures of checks that depend on the inputs were "
-          f"shrunk ({sum(s[4] for s in shrinks)} to a smaller failing input, {sum(not s[5] for s in shrinks)} "
-          f"stopped short); {other} failures of other checks are not shrunk")
+    print(f"\n{len(broken)} broken zoo layers, {len(shrinks)} failures: {sum(s[4] for s in shrinks)} shrunk to a "
+          f"smaller failing input ({sum(s[4] and s[1] not in VALUED for s in shrinks)} of them in sizes only), "
+          f"{len(reasons)} with the reason there is none, {sum(not s[5] for s in shrinks)} stopped short")
+    for reason in sorted(set(reasons)):
+        print(f"  {reasons.count(reason)} x {reason}")
     if seconds:
         print(f"shrinking time per failure: median {statistics.median(seconds):.2f} s, worst {seconds[-1]:.2f} s "
               f"({max(shrinks, key=lambda s: s[2])[:2]}), total {sum(seconds):.1f} s")

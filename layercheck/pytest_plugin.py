@@ -20,13 +20,22 @@ The file's TargetRun lives from its first item's setup to its last item's teardo
 Nothing is kept at module level: under pytest-xdist each worker collects the same items
 and builds its own TargetRun for the files whose items it gets.
 
+A spec's ``explore:`` key is honoured as ``layercheck run`` honours it, and so is the failure
+store (``.layercheck/`` beside the spec; ``--layercheck-no-store`` to skip it): the file's
+setup replays its saved failures, each check's item fails with a saved failure its check still
+fails and shows every failure's smallest failing input, and where the spec asks for explored
+draws a last item, ``explore``, draws them once every check has run and fails with what they
+find. The file's teardown keeps its failures in the store.
+
 The module imports nothing heavy at start-up: pytest loads it in every session.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +43,7 @@ import pytest
 
 if TYPE_CHECKING:
     from layercheck.engine.runner import Checks, TargetRun
+    from layercheck.explore.engine import Explorer
     from layercheck.parent.plan import Options, TargetPlan
     from layercheck.parent.registry import CheckInfo, Planned
     from layercheck.parent.result import CheckResult
@@ -56,6 +66,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="fail a layercheck check that applies but could not judge the layer (layercheck run --strict)",
+    )
+    group.addoption(
+        "--layercheck-no-store",
+        action="store_true",
+        default=False,
+        help="neither replay nor keep failures in the .layercheck/ store beside each spec (layercheck run --no-store)",
     )
     parser.addini(
         "layercheck_patterns",
@@ -98,6 +114,8 @@ class SpecFile(pytest.File):
         self.target_run: TargetRun | None = None  # set while the file's items run (setup to teardown)
         self.build_error: str | None = None  # the layer could not be built: its first item errors with it
         self._interpret: str | None = None  # TRITON_INTERPRET before setup, put back at teardown
+        self.explorer: Explorer | None = None  # replays, shrinks and explores around the file's checks
+        self._started = 0.0
 
     def collect(self) -> Any:
         from layercheck.engine import runner
@@ -124,6 +142,8 @@ class SpecFile(pytest.File):
             for variant in planned.variants:
                 name = label(planned.info.id, variant)
                 yield CheckItem.from_parent(self, name=name, planned=planned, variant=variant)
+        if self.plan.exploration is not None and self.plan.exploration.draws > 0:
+            yield ExploreItem.from_parent(self, name="explore")
 
     def setup(self) -> None:
         """Construct the layer for this file's items (pytest runs this before the first of them
@@ -152,6 +172,29 @@ class SpecFile(pytest.File):
             self.build_error = f"the layer could not be checked: {error}" + (f"\n\n{trace}" if trace else "")
             return
         self.target_run = target_run
+        self._started = time.perf_counter()
+        if self.plan.exploration is not None:
+            self._replay(target_run)
+
+    def _replay(self, target_run: TargetRun) -> None:
+        """The file's saved failures replayed before its checks, as layercheck run does."""
+        from layercheck.engine import runner
+        from layercheck.explore.engine import Explorer
+        from layercheck.store import keeping
+
+        (self.plan,), said = keeping.prepare([self.plan])
+        self._say(said)
+        assert self.plan.exploration is not None
+        self.explorer = Explorer(target_run, self.plan.exploration, lambda other, checks: runner.TargetRun(
+            other, checks, options=self._options(), tolerances=target_run.tolerances))
+        self.explorer.replay()
+
+    def _say(self, lines: list[str]) -> None:
+        """Lines for the user ("replaying 2 saved failures"), on pytest's terminal where it has one."""
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        for line in lines:
+            if terminal is not None:
+                terminal.write_line(line)
 
     def first_selected(self) -> pytest.Item | None:
         """This file's first item of the session (after -k and -m): the one that reports an error
@@ -161,11 +204,17 @@ class SpecFile(pytest.File):
     def _options(self) -> Options:
         from layercheck.parent.plan import Options
 
-        return Options(strict=self.config.getoption("layercheck_strict"))
+        return Options(strict=self.config.getoption("layercheck_strict"), exploring=True,
+                       store=not self.config.getoption("layercheck_no_store"))
 
     def teardown(self) -> None:
+        from layercheck.store import keeping
         from layercheck.target import prepare
 
+        if self.explorer is not None and self.target_run is not None and self.plan is not None:
+            run = self.target_run.report(time.perf_counter() - self._started)
+            self._say(keeping.keep([self.plan], [dataclasses.replace(run, explore=self.explorer.record)]))
+        self.explorer = None
         self.target_run = None  # the layer, its inputs and the shared runs go with it
         self.build_error = None
         prepare.put_back_interpreter(self._interpret)
@@ -204,6 +253,8 @@ class CheckItem(pytest.Item):
             _skip(f"the layer could not be built (the error is reported once, at {first.nodeid})")
         assert self.parent.target_run is not None  # the file's setup ran, or raised
         result = self._result = self.parent.target_run.result(self.info, self.variant)
+        if self.parent.explorer is not None:  # a saved failure of this check, and the smallest failing input
+            result = self._result = self.parent.explorer.settle((self.check, self.variant)) or result
         if result.status is Status.SKIPPED:
             _skip(result.message)
         if result.status is Status.ERROR:
@@ -234,6 +285,40 @@ class CheckItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"layercheck {self.name} of {self.path.name}"
+
+
+class ExploreItem(pytest.Item):
+    """The explored draws a spec asks for (``explore:``), after every check of its file has run:
+    it fails with the failures they find, each shrunk, and passes where they find none."""
+
+    parent: SpecFile
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_marker("layercheck")
+
+    def runtest(self) -> None:
+        from layercheck.parent.result import Status
+
+        target_run, explorer = self.parent.target_run, self.parent.explorer
+        if target_run is None or explorer is None:
+            _skip("the layer could not be built: nothing to explore")
+        assert target_run is not None and explorer is not None
+        for info, variant in target_run.steps():  # every check first, as layercheck run explores after them
+            target_run.result(info, variant)
+            explorer.settle((info.id, variant))
+        explorer.explore()
+        record = explorer.record
+        found = [r for r in target_run.results.values()
+                 if r.status is Status.FAILED and str(r.details.get("found", "")).startswith("explored draw")]
+        if found:
+            pytest.fail("\n\n".join(f"{r.check}{f'[{r.variant}]' if r.variant else ''}: {r.message}"
+                                    for r in found), pytrace=False)
+        if record.get("stopped"):
+            _skip(str(record["stopped"]))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"layercheck explore of {self.path.name}"
 
 
 class LoadItem(pytest.Item):

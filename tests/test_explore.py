@@ -9,15 +9,19 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from layercheck import check_layer
 from layercheck.cli.commands import app
-from layercheck.explore import draws
+from layercheck.explore import draws, engine
+from layercheck.explore.engine import VALUED
+from layercheck.explore.shrink import SHOWN_VALUES
 from layercheck.parent.errors import UsageError
 from layercheck.parent.inputs import parse_input
+from layercheck.parent.result import RunReport
 from layercheck.store import folder as store
 from layercheck.store.settings import Exploration
 
@@ -59,6 +63,31 @@ def test_correct_twins_pass_fifty_explored_draws(name: str) -> None:
     assert report.explore is not None and report.explore["explored"] == 50
 
 
+CORRECT = [name for name in zoo_names() if name.startswith("good_") and name not in TWINS]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CORRECT)
+def test_every_correct_zoo_layer_passes_thirty_explored_draws(name: str) -> None:
+    """No false alarm beyond the fixed draws: every correct zoo layer (torch's own included) through
+    30 explored draws, each layer's stopped after 5 s (5 min 49 s on the 2-core machine at a load
+    average of 6, 2026-12-05; the twins of the explore-only bugs go through 50 draws above). It
+    found two: a batch-wide maximum beside an eps in good_approximate_stabiliser (a real leak: the
+    layer was rewritten) and two outputs on atan2's cut at once in good_phase_on_its_branch_cut
+    (Note [jumps])."""
+    report = run_zoo(name, exploration=Exploration(draws=30, seconds=5))
+    assert failed_checks(report) == set(), [r.message for r in report.results if r.status.value == "failed"]
+    assert report.explore is not None and report.explore["explored"] >= 1, report.explore
+
+
+def test_outputs_on_a_cut_jumping_apart_are_not_a_wrong_gradient() -> None:
+    """An STFT's phase with two bins on atan2's cut: at the step both jumped, at a hundredth of it
+    only the smaller one; the differences still blow up as the step shrinks, a jump, not a
+    derivative (Note [jumps]). The 29th of 30 explored draws failed gradients before."""
+    report = run_zoo("good_phase_on_its_branch_cut", exploration=Exploration(draws=30, seconds=60))
+    assert failed_checks(report) == set() and report.explore is not None and report.explore["explored"] == 30
+
+
 def test_draws_are_deterministic_for_a_seed_and_vary_only_batch_space_and_time() -> None:
     specs = (parse_input("4,3,32:BCT"),)
     varied = [g for g in draws.groups(specs) if g.label in draws.VARIED]
@@ -81,22 +110,72 @@ def test_special_values_stay_off_inputs_with_a_declared_domain() -> None:
     assert (identity[1] == __import__("torch").eye(3, dtype=identity.dtype)).all()
 
 
-def test_every_shrinkable_failure_of_the_zoo_shows_its_smallest_input() -> None:
-    """A sample of the zoo's broken layers (the whole zoo: benchmarks/shrinking.py): each failure
-    of a check that depends on the inputs carries a shrunk input, smaller than the declared one."""
-    names = ["gradients_scaled", "gradients_region_bug", "finite_zero_running_var", "gradients_batch_mean"]
-    names = [name for name in names if (ZOO / f"{name}.py").exists()]
-    assert names
-    for name in names:
-        report = run_zoo(name, exploration=Exploration(draws=0, shrink_seconds=30))
-        failed = [r for r in report.results if r.status.value == "failed" and r.check in {
-            "gradients", "finite", "observations"}]
-        assert failed, name
-        for result in failed:
-            shrunk = result.details["shrunk"]
-            if shrunk["text"] is not None:
-                assert "Smallest failing input" in result.message
-                assert math.prod(shrunk["inputs"][0]["size"]) <= math.prod(report.inputs[0]["size"])
+def _assert_shrunk_or_said_why(name: str, report: RunReport) -> int:
+    """Every failure of the run shows its smallest failing input (values where the check reads
+    them, the layout alone where only sizes matter), smaller than the declared one, or says in
+    one phrase why there is none; the number of failures."""
+    failed = [r for r in report.results if r.status.value == "failed"]
+    for result in failed:
+        shrunk = result.details["shrunk"]
+        if shrunk["text"] is not None:
+            assert f"Smallest failing input: {shrunk['text']}." in result.message, (name, result.message)
+            assert ("=" in shrunk["text"]) == (result.check in VALUED and any(
+                math.prod(item["size"]) <= SHOWN_VALUES for item in shrunk["inputs"])), (name, shrunk["text"])
+            for item, declared in zip(shrunk["inputs"], report.inputs):
+                assert all(a <= b for a, b in zip(item["size"], declared["size"])), (name, item, declared)
+            assert shrunk["inputs"] != [{k: v for k, v in i.items() if k != "name"} for i in report.inputs] or (
+                result.check in VALUED), (name, result.check)  # sizes only: it must be smaller
+        else:
+            assert shrunk["reason"] and f"Not shrunk: {shrunk['reason']}." in result.message, (name, result.message)
+    return len(failed)
+
+
+SAMPLE = ["gradients_region_bug", "observations_batch_stats", "state_dict_nonpersistent", "copy_hook_closure",
+          "registered_tensors_plain_scalar", "signatures_two_inputs", "finite_zero_running_var"]
+
+
+@pytest.mark.parametrize("name", SAMPLE)
+def test_every_failure_of_the_zoo_shows_its_smallest_input_or_why_not(name: str) -> None:
+    """A sample of the zoo's broken layers, checks that read the values and checks that do not (the
+    whole zoo: the slow test below, and benchmarks/shrinking.py for the time it takes)."""
+    report = run_zoo(name, exploration=Exploration(draws=0, shrink_seconds=30))
+    assert _assert_shrunk_or_said_why(name, report) >= 1
+
+
+def test_a_check_that_reads_only_sizes_shows_a_smaller_layout_and_one_that_never_calls_says_so() -> None:
+    state = next(r for r in run_zoo("state_dict_nonpersistent", exploration=Exploration()).results
+                 if r.check == "state_dict")
+    assert state.details["shrunk"]["text"] == "1,3,1:BCU" and "Smallest failing input: 1,3,1:BCU. Fix:" in state.message
+    signatures = next(r for r in run_zoo("signatures_two_inputs", exploration=Exploration()).results
+                      if r.check == "signatures")
+    assert "Not shrunk: signatures reads the layer's call signatures and never calls it" in signatures.message
+    assert signatures.details["shrunk"]["text"] is None
+
+
+@pytest.mark.slow
+def test_every_failure_of_the_whole_zoo_shows_its_smallest_input_or_why_not() -> None:
+    broken = [name for name in zoo_names() if load_zoo(name).EXPECT_FAIL]
+    failures = sum(_assert_shrunk_or_said_why(name, run_zoo(name, exploration=Exploration(draws=0)))
+                   for name in broken)
+    assert failures >= len(broken)
+
+
+def test_shrinking_cuts_to_the_failing_element_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gradient check names the one entry it finds wrong, (0, 1, 3) in the middle of the input:
+    the shrinker cuts every dimension to it at once and keeps it (channel 1 of 1,3,1), where cuts
+    from either end lose it and, in more tries, end on another input the mirrored draw fails on."""
+
+    def shrunk() -> dict[str, Any]:
+        report = run_zoo("gradients_one_element", exploration=Exploration(draws=0, shrink_seconds=60))
+        [result] = [r for r in report.results if r.status.value == "failed"]
+        return dict(result.details["shrunk"])
+
+    focused = shrunk()
+    assert focused["inputs"] == [{"size": [1, 3, 1], "format": "BCT"}] and focused["complete"], focused
+    assert focused["values"][0][0][1][0] >= 2.0 and "x = [[[0.0], [2.0], [0.0]]]" in focused["text"]
+    monkeypatch.setattr(engine, "focus_of", lambda result, batch: [])
+    generic = shrunk()
+    assert generic["tries"] > focused["tries"] and generic["values"][0][0][1][0] < 2.0, generic
 
 
 # -- the command line: the store, replay, --emit-test --------------------------------------------
@@ -139,6 +218,35 @@ def test_a_saved_failure_is_replayed_first_then_dropped_once_fixed(tmp_path: Pat
         assert [entry["passes"] for entry in left] == ([passes] if passes < store.KEEP_PASSING else [])
     code, out, err = _run(str(spec))
     assert code == 0 and "replaying" not in err
+
+
+def test_a_replay_that_fails_only_a_prerequisite_is_not_judged_and_never_counted_as_fixed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The partial tile's saved failure is at length 1; a "fix" that makes the layer raise there
+    (forward_runs fails on the saved input) never runs gradients on it: the replay is not judged,
+    the run says so in a note, and the store keeps the entry however often it runs."""
+    monkeypatch.setattr(store, "default_folder", DEFAULT_STORE_FOLDER)
+    layer = _layer(tmp_path, "explore_partial_tile")
+    spec = write_spec(tmp_path, "tile.yaml", "layer.py:Square", "2,32:BT")
+    code, _, _ = _run(str(spec), "--explore", "50")
+    [path] = (tmp_path / ".layercheck" / "failures").glob("*.json")
+    assert code == 1 and json.loads(path.read_text())["failures"][0]["inputs"] == [{"size": [1, 1], "format": "BT"}]
+    refusing = (ZOO / "good_explore_partial_tile.py").read_text().replace(
+        "        return TiledSquare.apply(x)",
+        "        if x.shape[-1] < 2:\n            raise ValueError('Square needs two time steps')\n"
+        "        return TiledSquare.apply(x)")
+    layer.write_text(refusing)
+    for _ in range(store.KEEP_PASSING + 1):
+        code, out, _ = _run(str(spec), "--format", "json")
+        run = json.loads(out)["runs"][0]
+        [replayed] = run["explore"]["replayed"]
+        assert replayed["outcome"] == "not judged", replayed
+        assert replayed["reason"].startswith("forward_runs fails on its input 1,1:BT"), replayed
+        gradients = next(r for r in run["results"] if r["check"] == "gradients" and r["variant"] == "float64")
+        assert any("was not judged: forward_runs fails" in note and "not counted as fixed" in note
+                   for note in gradients["notes"]), gradients
+        assert [entry["passes"] for entry in json.loads(path.read_text())["failures"]] == [0]
+    assert code == 0  # the declared inputs pass; the saved failure waits, unjudged, in the store
 
 
 def test_no_store_neither_replays_nor_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

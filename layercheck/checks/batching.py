@@ -110,7 +110,7 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
                              labels=(f"the batch of {big}", "the observation alone"))
                 except CheckFailed as exc:  # which fix fits is measured: a mask reduced over the batch?
                     why = _mixed_by(ctx, subject, initial, wide, dims, i, (j, d), single[j])
-                    raise CheckFailed(f"{exc.message}: {why}", **exc.details) from None
+                    raise CheckFailed(f"{exc.message}: {why}", **{**exc.details, "observation": i}) from None
     assert found is not None
     small = min(size, other)
     fewer = at_other if big == size else at_size

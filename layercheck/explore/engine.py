@@ -7,8 +7,10 @@
 #     ``draws`` explored draws (draws.py) run the checks that can fail on inputs (EXPLORED), each
 #     draw a fresh target built for its inputs (Target.with_inputs), until one fails or the time
 #     runs out. A draw on which the layer raises (a RUNS check fails) is a size or value it
-#     refuses, not a failure: the record counts it. Every failure of a SHRINKABLE check, of the
-#     default draws, a replay or a draw, is then shrunk (shrink.py) and its result says so. A
+#     refuses, not a failure: the record counts it. Every failure, of the default draws, a
+#     replay or a draw, is then shrunk (shrink.py: a VALUED check in sizes and values, any other
+#     in sizes only) and its result shows the smallest failing input, or says why there is none
+#     (a BLIND check never calls the layer; no smaller input fails; the time ran out). A
 #     check that passes at the declared inputs but fails at a replayed or explored one becomes
 #     failed, naming both. Without failures none of this costs anything but the draws asked for.
 """
@@ -52,8 +54,23 @@ AT_DIFFERENTIABLE = frozenset({"gradients"})
 #     the gradient check judges the draws of standard-normal values at other sizes.
 """
 
-SHRINKABLE = EXPLORED
-FAILS, PASSES, REFUSED = "fails", "passes", "refused"
+VALUED = EXPLORED
+"""Checks whose verdict depends on the inputs' values: shrunk in sizes and values. Every other
+failing check (state_dict, copy, registered_tensors, ...) is shrunk in its inputs' sizes only."""
+
+BLIND = {"signatures": "signatures reads the layer's call signatures and never calls it, so no input fails "
+                       "differently"}
+"""Checks that never look at the inputs: a failure says so instead of a smaller input."""
+
+FAILS, PASSES, REFUSED, NOT_JUDGED = "fails", "passes", "refused", "not judged"
+
+# Note [a replay that is not judged]
+#     A saved failure is replayed through its check and the checks it requires. Where one of
+#     those fails on the saved input (the layer now raises there: predict_runs), or the layer
+#     cannot be built for it, the check itself never ran: that says nothing of the bug it was
+#     kept for, so the replay is "not judged", never "passes". The store leaves such an entry as
+#     it was (only a pass counts towards dropping it, store/folder.py), and the check's result,
+#     which the declared inputs judged, carries a note saying so.
 
 
 class Session(Protocol):
@@ -83,6 +100,9 @@ class Explorer:
         self.make = make
         self.target = session.target
         self.replayed: dict[tuple[str, str], tuple[Saved, CheckResult, Shrunk]] = {}
+        self.unjudged: list[tuple[tuple[str, str], str]] = []  # (check, variant), the note to add
+        self._shrink_deadline: float | None = None
+        self._focus = functools.partial(focus_of, batch=[spec.layout.batch_dim for spec in self.target.specs])
         self.record: dict[str, Any] = {"store": None if exploration.store is None else str(exploration.store),
                                        "replayed": [], "asked": exploration.draws}
 
@@ -102,11 +122,18 @@ class Explorer:
                 self.record["replayed"].append({"index": index, "check": entry.label, "outcome": "not replayed"})
                 continue
             specs, tensors = restored
-            result = self._fails(key, specs, tensors)
-            outcome = FAILS if result is not None else PASSES
+            self.session.listener.phase(f"replaying {entry.label}")  # the watchdog hears
+            outcome, result = self._run(specs, tensors, self._subplan({key[0]}, key), key)
+            if outcome == REFUSED:  # Note [a replay that is not judged]
+                why = f"{_refusal(result)} on its input {describe(specs, tensors, values=False)}"
+                self.record["replayed"].append({"index": index, "check": entry.label, "outcome": NOT_JUDGED,
+                                                "reason": why})
+                self.unjudged.append((key, f"a saved failure of {entry.label} (found {entry.found or 'before'}) "
+                                           f"was not judged: {why}; it stays in the store, not counted as fixed"))
+                continue
             self.record["replayed"].append({"index": index, "check": entry.label, "outcome": outcome})
-            if result is not None and key not in self.replayed:
-                self.replayed[key] = (entry, result, Shrunk(specs, list(tensors), result))
+            if outcome == FAILS and result is not None and key not in self.replayed:
+                self.replayed[key] = (entry, result, Shrunk(specs, list(tensors), result, values=key[0] in VALUED))
 
     def _restore(self, entry: Saved) -> tuple[tuple[InputSpec, ...], list[torch.Tensor]] | None:
         """The saved inputs as this target's inputs at the saved sizes; None where they do not fit."""
@@ -134,25 +161,59 @@ class Explorer:
     def finish(self) -> dict[str, Any]:
         """Explore where every check passed, shrink every failure, and put the replayed and
         explored failures in the session's results; the run report's ``explore`` record."""
-        for key, (entry, result, shrunk) in self.replayed.items():
+        for key in dict.fromkeys([*self.replayed, *(key for key, _ in self.unjudged)]):  # in order
+            self._replayed_into(key)
+        self.explore()
+        for key in [k for k, r in self.session.results.items() if r.status is Status.FAILED]:
+            self._shrink(key)
+        return self.record
+
+    def settle(self, key: tuple[str, str]) -> CheckResult | None:
+        """One check's result once it has run, as ``finish`` leaves it: what replaying its saved
+        failures found, and its smallest failing input (the pytest plugin, one check an item)."""
+        self._replayed_into(key)
+        self._shrink(key)
+        return self.session.results.get(key)
+
+    def explore(self) -> None:
+        """The explored draws, where they are asked for and every check passed."""
+        if self.exploration.draws <= 0 or "explored" in self.record:
+            return
+        if any(r.status is Status.FAILED for r in self.session.results.values()):
+            self.record["explored"] = 0
+            self.record["stopped"] = "not explored: a check fails already"
+        else:
+            self._explore()
+
+    def _replayed_into(self, key: tuple[str, str]) -> None:
+        """``key``'s result with its replayed failure (once) and the notes of replays not judged."""
+        if key in self.replayed:
+            entry, result, shrunk = self.replayed.pop(key)
             self._merge(key, result, shrunk, f"a saved failure (found {entry.found or 'before'}, replayed from "
                                               f"{self.record['store'] or 'the store'})")
-        failing = [key for key, r in self.session.results.items() if r.status is Status.FAILED]
-        if self.exploration.draws > 0:
-            if failing:
-                self.record["explored"] = 0
-                self.record["stopped"] = "not explored: a check fails already"
-            else:
-                self._explore()
-        deadline = time.monotonic() + self.exploration.shrink_seconds
-        for key in [k for k, r in self.session.results.items() if r.status is Status.FAILED]:
-            result = self.session.results[key]
-            if key[0] not in SHRINKABLE or "shrunk" in result.details or self.exploration.shrink_seconds <= 0:
-                continue
-            shrunk = shrink(self.target.specs, self.target.base_inputs(torch.float64),
-                            functools.partial(self._fails, key), deadline=deadline)
-            self._attach(key, result, shrunk)
-        return self.record
+        own = self.session.results.get(key)
+        notes = [note for of, note in self.unjudged if of == key and own is not None and note not in own.notes]
+        if own is not None and notes:
+            noted = dataclasses.replace(own, notes=(*own.notes, *notes))
+            self.session.results[key] = noted
+            self.session.listener.finished(key, noted, self.session.record)
+
+    def _shrink(self, key: tuple[str, str]) -> None:
+        """``key``'s failed result with its smallest failing input, or why there is none; the
+        target's shrinking shares one time limit, from its first shrink."""
+        result = self.session.results.get(key)
+        if (result is None or result.status is not Status.FAILED or "shrunk" in result.details
+                or self.exploration.shrink_seconds <= 0):
+            return
+        if key[0] in BLIND:
+            self._attach(key, result, Shrunk(self.target.specs, [], None), reason=BLIND[key[0]])
+            return
+        if self._shrink_deadline is None:
+            self._shrink_deadline = time.monotonic() + self.exploration.shrink_seconds
+        shrunk = shrink(self.target.specs, self.target.base_inputs(torch.float64),
+                        functools.partial(self._fails, key), deadline=self._shrink_deadline, found=result,
+                        values=key[0] in VALUED, focus=self._focus)
+        self._attach(key, result, shrunk if shrunk.result is not result else dataclasses.replace(shrunk, result=None))
 
     def _explore(self) -> None:
         exploration = self.exploration
@@ -179,7 +240,8 @@ class Explorer:
             elif outcome == FAILS and result is not None:
                 key = (result.check, result.variant)
                 shrunk = shrink(drawn.specs, tensors, functools.partial(self._fails, key),
-                                deadline=time.monotonic() + exploration.shrink_seconds, found=result)
+                                deadline=time.monotonic() + exploration.shrink_seconds, found=result,
+                                focus=self._focus)
                 if shrunk.result is None:
                     shrunk = Shrunk(drawn.specs, tensors, result, shrunk.tries, shrunk.seconds, shrunk.complete)
                 self.record["found"] = drawn.describe()
@@ -265,21 +327,25 @@ class Explorer:
                                                     f"{result.message}")
         self._attach(key, first, shrunk, found=where)
 
-    def _attach(self, key: tuple[str, str], result: CheckResult, shrunk: Shrunk, *, found: str | None = None) -> None:
-        """``result`` with its smallest failing input (message and details), as the session's."""
+    def _attach(self, key: tuple[str, str], result: CheckResult, shrunk: Shrunk, *, found: str | None = None,
+                reason: str | None = None) -> None:
+        """``result`` with its smallest failing input (message and details), as the session's; where
+        there is none, the ``reason`` (or why shrinking found none) instead."""
         details = dict(result.details)
         details["shrunk"] = {**shrunk.to_dict(), "seed": self.target.seed, "store": self.record["store"]}
         if found is not None:
             details["found"] = found
-        message = result.message
         if shrunk.result is not None:
             short = "" if shrunk.complete else f" (shrinking stopped short after {shrunk.seconds:.1f} s)"
-            smallest = f"Smallest failing input{short}: {describe(shrunk.specs, shrunk.tensors)}."
-            head, fix, tail = message.rpartition(" Fix: ")
-            message = f"{head.rstrip()} {smallest}{fix}{tail}" if fix else f"{message.rstrip()} {smallest}"
-        else:  # no smaller input fails: nothing to show or keep
-            details["shrunk"] = {"text": None, "tries": shrunk.tries, "seconds": round(shrunk.seconds, 3),
-                                 "complete": shrunk.complete, "seed": self.target.seed, "store": self.record["store"]}
+            said = f"Smallest failing input{short}: {shrunk.text}."
+        else:  # no smaller input fails: nothing to show or keep, and the reason why
+            reason = reason or _none_smaller(shrunk)
+            details["shrunk"] = {"text": None, "reason": reason, "tries": shrunk.tries,
+                                 "seconds": round(shrunk.seconds, 3), "complete": shrunk.complete,
+                                 "seed": self.target.seed, "store": self.record["store"]}
+            said = f"Not shrunk: {reason}."
+        head, fix, tail = result.message.rpartition(" Fix: ")
+        message = f"{head.rstrip()} {said}{fix}{tail}" if fix else f"{result.message.rstrip()} {said}"
         changed = dataclasses.replace(result, message=message, details=details)
         self.session.results[key] = changed
         self.session.listener.finished(key, changed, self.session.record)
@@ -289,6 +355,48 @@ class Explorer:
         self.session.listener.phase(text)
         if self.session.progress is not None:
             self.session.progress(self.target.name, text, index, total)
+
+
+def _refusal(result: CheckResult | None) -> str:
+    """What kept a replayed check from running: a check it needs failed, or the layer could not be built."""
+    if result is None:
+        return "the layer cannot be built"
+    name = f"{result.check}[{result.variant}]" if result.variant else result.check
+    return f"{name} {'fails' if result.status is Status.FAILED else 'gives an error'}"
+
+
+def _none_smaller(shrunk: Shrunk) -> str:
+    """Why shrinking shows no smaller input: it tried them all, or ran out of time first."""
+    what = "smaller or simpler" if shrunk.values else "smaller"
+    if shrunk.complete:
+        return f"no {what} input than the declared {describe(shrunk.specs, shrunk.tensors, values=False)} fails"
+    return (f"shrinking stopped after {shrunk.seconds:.1f} s and {shrunk.tries} tries (the run's shrinking time), "
+            f"before any {what} input failed")
+
+
+def focus_of(result: CheckResult, *, batch: Sequence[int | None]) -> list[dict[int, int]]:
+    """Where a failed result says its failing elements are (Note [shrinking]): per input,
+    dimension -> index. The gradient check's elements differenced one by one (details'
+    ``wrong``), the observations check's failing observation on every input's batch dimension
+    (``batch``: the inputs' batch dimensions)."""
+    focus: list[dict[int, int]] = []
+
+    def put(index: int, where: dict[int, int]) -> None:
+        focus.extend({} for _ in range(index + 1 - len(focus)))
+        focus[index].update({d: i for d, i in where.items() if d not in focus[index]})
+
+    for wrong in result.details.get("wrong", ()) if isinstance(result.details.get("wrong"), list) else ():
+        tensor = str(wrong.get("tensor", "")) if isinstance(wrong, dict) else ""
+        if not tensor.startswith("input ") or not tensor[6:].isdigit():
+            continue
+        for element in wrong.get("elements", ())[:1]:  # the first (worst) failing entry
+            put(int(tensor[6:]), dict(enumerate(int(i) for i in element.get("index", ()))))
+    observation = result.details.get("observation")
+    if isinstance(observation, int):
+        for index, dim in enumerate(batch):
+            if isinstance(dim, int):
+                put(index, {dim: observation})
+    return focus
 
 
 def _record_of(session: Session) -> Any:

@@ -5,7 +5,12 @@
 #     while the same check still fails on it: every dimension but C (the layer's channels) set
 #     to 1, 2, half its size or one less, the batch cut to single observations; then the values of
 #     standard-normal inputs rounded to one decimal, then to integers, then parts of them set to
-#     zero (the failing elements isolated). The passes repeat until none makes progress or the
+#     zero. Where the failure says which elements fail (the gradient check's entries differenced
+#     one by one, the observations check's observation: ``focus``), every dimension is first cut
+#     to the failing element, at once and one by one, before the generic cuts from either end,
+#     which lose an element in the middle. A check whose verdict does not depend on the values
+#     (``values=False``: state_dict, copy, ...) is shrunk in its sizes only, and its input shown
+#     as a layout. The passes repeat until none makes progress or the
 #     time runs out; the input then is the smallest found, and says whether it stopped short.
 #     The same inputs at another size are checked by a fresh target built for them
 #     (Target.with_inputs): where the layer's parameters follow the sizes, that size is not tried.
@@ -32,6 +37,10 @@ from layercheck.parent.result import CheckResult
 Fails = Callable[[Sequence[InputSpec], Sequence[torch.Tensor]], "CheckResult | None"]
 """Runs the failing check on these inputs: its failed result, or None where it does not fail."""
 
+Focus = Callable[[CheckResult], "list[dict[int, int]]"]
+"""Where a failed result says its failing elements are: per input, dimension -> index (empty
+where it does not say)."""
+
 SHOWN_VALUES = 24  # an input with more elements is shown by its sizes only
 KEPT_VALUES = 4096  # an input with more elements is not kept in the store or the report
 
@@ -47,26 +56,36 @@ class Shrunk:
     tries: int = 0
     seconds: float = 0.0
     complete: bool = True
+    values: bool = True  # whether the values matter to the check (shown), or only the sizes
+
+    @property
+    def text(self) -> str:
+        """The smallest input as the message shows it: layouts, and the values where they matter."""
+        return describe(self.specs, self.tensors, values=self.values)
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``details["shrunk"]``: the store keeps it as it is."""
         return {"inputs": [_input_dict(spec) for spec in self.specs],
                 "values": [t.tolist() if t.numel() <= KEPT_VALUES else None for t in self.tensors],
-                "text": describe(self.specs, self.tensors), "message": self.result.message if self.result else "",
+                "text": self.text, "message": self.result.message if self.result else "",
                 "tries": self.tries, "seconds": round(self.seconds, 3), "complete": self.complete}
 
 
 def shrink(specs: Sequence[InputSpec], tensors: Sequence[torch.Tensor], fails: Fails, *,
-           deadline: float, found: CheckResult | None = None) -> Shrunk:
+           deadline: float, found: CheckResult | None = None, values: bool = True,
+           focus: Focus | None = None) -> Shrunk:
     """The smallest input on which ``fails`` still fails, from ``specs`` and ``tensors`` (which
     fail with ``found``, or are to be found failing), trying until ``time.monotonic()`` passes
-    ``deadline``. With an integer or boolean input only the batch is cut (Note [shrinking])."""
+    ``deadline``. With an integer or boolean input only the batch is cut; ``values=False``: the
+    sizes only; ``focus``: where the latest failure's failing elements are, cut to first
+    (Note [shrinking])."""
     start = time.monotonic()
-    best = Shrunk(tuple(specs), list(tensors), found)
+    best = Shrunk(tuple(specs), list(tensors), found, values=values)
     progress = True
     while progress:
         progress = False
-        for candidate in _candidates(best.specs, best.tensors):
+        where = focus(best.result) if focus is not None and best.result is not None else []
+        for candidate in _candidates(best.specs, best.tensors, values=values, focus=where):
             if time.monotonic() > deadline:
                 best.complete = False
                 best.seconds = time.monotonic() - start
@@ -81,14 +100,19 @@ def shrink(specs: Sequence[InputSpec], tensors: Sequence[torch.Tensor], fails: F
     return best
 
 
-def _candidates(specs: tuple[InputSpec, ...],
-                tensors: list[torch.Tensor]) -> Iterator[tuple[tuple[InputSpec, ...], list[torch.Tensor]]]:
-    """Simpler inputs than these, simplest first."""
+Inputs = tuple[tuple[InputSpec, ...], list[torch.Tensor]]
+
+
+def _candidates(specs: tuple[InputSpec, ...], tensors: list[torch.Tensor], *, values: bool = True,
+                focus: Sequence[dict[int, int]] = ()) -> Iterator[Inputs]:
+    """Simpler inputs than these, simplest first: cut to the failing elements (``focus``), cut in
+    their sizes, then (``values``) rounded and partly zeroed."""
     batch_only = not all(spec.floating for spec in specs)
-    for group in groups(specs):
+    cuttable = [group for group in groups(specs)
+                if group.label != "C" and group.size > 1 and not (batch_only and group.label != "B")]
+    yield from _focused(specs, tensors, cuttable, focus)
+    for group in cuttable:
         n = group.size
-        if group.label == "C" or n == 1 or (batch_only and group.label != "B"):
-            continue
         for k in sorted({1, 2, n // 2, n - 1} - {0, n}):
             yield _cut(specs, tensors, group, 0, k)
         if group.label == "B":  # the batch cut to the failing observation
@@ -96,6 +120,8 @@ def _candidates(specs: tuple[InputSpec, ...],
                 yield _cut(specs, tensors, group, first, 1)
         for k in sorted({n // 2, n - 1} - {0, n}):  # the end of a dimension (a last partial tile)
             yield _cut(specs, tensors, group, n - k, k)
+    if not values:
+        return
     rounders = (lambda x: torch.round(x * 10) / 10, torch.round)
     for rounder in rounders:
         changed = [rounder(x) if _plain(spec) else x for spec, x in zip(specs, tensors)]
@@ -116,12 +142,35 @@ def _candidates(specs: tuple[InputSpec, ...],
                 yield specs, [*tensors[:index], flat.reshape(x.shape), *tensors[index + 1:]]
 
 
-def _cut(specs: tuple[InputSpec, ...], tensors: list[torch.Tensor], group: Group, start: int,
-         length: int) -> tuple[tuple[InputSpec, ...], list[torch.Tensor]]:
-    """The inputs with the group's dimensions cut to ``start:start + length``."""
+def _focused(specs: tuple[InputSpec, ...], tensors: list[torch.Tensor], cuttable: Sequence[Group],
+             focus: Sequence[dict[int, int]]) -> Iterator[Inputs]:
+    """The inputs cut to the failing elements: every dimension that holds one cut to it, all at
+    once, then one group at a time (a group's other dimensions, in other inputs or beside it, cut
+    where the first failing element lies along the group's first such dimension)."""
+    starts: list[tuple[Group, dict[tuple[int, int], int]]] = []
+    for group in cuttable:
+        at = {(i, d): where[d] for i, where in enumerate(focus) for (j, d) in group.where
+              if j == i and d in where and 0 <= where[d] < group.size}
+        if at:
+            first = next(iter(at.values()))
+            starts.append((group, {place: at.get(place, first) for place in group.where}))
+    if len(starts) > 1:
+        cut = specs, tensors
+        for group, start in starts:
+            cut = _cut(*cut, group, start, 1)
+        yield cut
+    for group, start in starts:
+        yield _cut(specs, tensors, group, start, 1)
+
+
+def _cut(specs: tuple[InputSpec, ...], tensors: list[torch.Tensor], group: Group,
+         start: int | dict[tuple[int, int], int], length: int) -> Inputs:
+    """The inputs with the group's dimensions cut to ``start:start + length`` (``start``: one for
+    all, or one per (input, dimension))."""
     out = list(tensors)
     for index, dim in group.where:
-        out[index] = tensors[index].narrow(dim, start, length).clone()
+        begin = start if isinstance(start, int) else start[(index, dim)]
+        out[index] = out[index].narrow(dim, begin, length).clone()  # a group may hold two dims of one input
     return resized(specs, {group: length}), out
 
 
@@ -130,12 +179,12 @@ def _plain(spec: InputSpec) -> bool:
     return spec.floating and spec.values == Values()
 
 
-def describe(specs: Sequence[InputSpec], tensors: Sequence[torch.Tensor]) -> str:
-    """``1,1,3:BCU, x = [[[0.5, -2.0, 3.0]]]``: the layouts, and the values of small inputs."""
+def describe(specs: Sequence[InputSpec], tensors: Sequence[torch.Tensor], *, values: bool = True) -> str:
+    """``1,1,3:BCU, x = [[[0.5, -2.0, 3.0]]]``: the layouts, and (``values``) the values of small inputs."""
     layouts = " ".join(str(spec.layout) for spec in specs)
     positional = sum(spec.name is None for spec in specs)
     shown = []
-    for index, (spec, x) in enumerate(zip(specs, tensors)):
+    for index, (spec, x) in enumerate(zip(specs, tensors) if values else ()):
         name = spec.name or ("x" if positional == 1 else f"x{index + 1}")
         if x.numel() <= SHOWN_VALUES:
             shown.append(f"{name} = {_values(x.tolist())}")

@@ -209,7 +209,15 @@ def _missed_derivative(fd: FiniteDifferences[DifferentiableFunction],
 #     layer's wrong gradient fails as before, however far off (its differences shrink with the
 #     step: a backward that returns 1e-5 of the gradient). Float64 layers only: a lower
 #     precision's rounding moves L at any step.
+#     Several outputs can sit on cuts at once, each flipping as its own rounding falls: at the
+#     step two of them jumped (L moved by 5.6), at the smaller steps only the smaller one (0.42,
+#     under a tenth of 5.6), and the STFT phase failed on one draw in thirty (--explore 30). So
+#     a smaller step shows a jump too where L moves there by more than ten times what the
+#     central difference at the step would move it (the difference quotient grows as the step
+#     shrinks, where a derivative's stays), and by more than JUMP_FLOOR times the least rounding
+#     of L (rounding alone moves L at any step).
 JUMP = 1e4
+JUMP_FLOOR = 1e3
 
 
 def _jump(fd: FiniteDifferences[DifferentiableFunction], failing: Sequence[Comparison]) -> str | None:
@@ -229,10 +237,12 @@ def _jump(fd: FiniteDifferences[DifferentiableFunction], failing: Sequence[Compa
         return max(abs(float(up.sum()) - base), abs(float(down.sum()) - base))
 
     at_step = moved(probe.step)
-    smaller, change = max(((step, moved(step)) for step in (probe.step / 100, probe.step / 10_000)),
-                          key=lambda pair: pair[1])
-    if not change > 0.1 * at_step:
+    floor = JUMP_FLOOR * fd.rounding_floor()
+    found = [(step, change) for step in (probe.step / 100, probe.step / 10_000) for change in [moved(step)]
+             if change > 0.1 * at_step or change > max(10 * abs(worst.numeric) * step, floor)]
+    if not found:
         return None
+    smaller, change = max(found, key=lambda pair: pair[1])
     return (f"an output jumps at the point: along a random direction the sum the differences take moves by "
             f"{at_step:.3g} over a step of {probe.step:.0e} and by {change:.3g} over a step of {smaller:.0e} (a "
             "derivative's change shrinks with the step; this one does not), so some output sits on a "

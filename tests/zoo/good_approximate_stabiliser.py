@@ -1,8 +1,13 @@
 """Correct: linear attention with positive random-feature-like maps, written as Performer
 writes its softmax kernel: exp(q − max(q)) with the maximum detached for stability, plus a
-small eps. The normalisation cancels the maximum exactly but for the eps, so autograd's
+small eps; the keys' maximum is taken over each observation's own tokens and features
+(Performer's amax over dims (-1, -2)), never over the batch. The normalisation cancels the
+maximum exactly but for the eps, so autograd's
 gradient (the maximum held constant) differs from the true derivative by about 1e-5 relative:
-an approximation made on purpose, accepted with a note (Note [approximate detaches])."""
+an approximation made on purpose, accepted with a note (Note [approximate detaches]).
+(With k.amax() over the whole tensor, as this file had it, the eps does not cancel against
+another observation's maximum: ten times larger inputs showed the batch leak under
+--explore, and the observations check was right.)"""
 
 import torch
 from torch import nn
@@ -22,7 +27,7 @@ class StabilisedKernelAttention(nn.Module):
     def forward(self, x):
         q, k = self.q(x), self.k(x)
         qf = torch.exp(q - q.amax(-1, keepdim=True).detach()) + self.eps
-        kf = torch.exp(k - k.amax().detach()) + self.eps
+        kf = torch.exp(k - k.amax(dim=(-1, -2), keepdim=True).detach()) + self.eps
         kv = torch.einsum("btc,btd->bcd", kf, x)
         normaliser = torch.einsum("btc,bc->bt", qf, kf.sum(1))
         return torch.einsum("btc,bcd->btd", qf, kv) / normaliser.unsqueeze(-1)
