@@ -241,7 +241,10 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     mirrored too (the other side of every comparison). Every layer is judged again with its
     standard-normal inputs scaled by 4 (magnitudes up to about 13, where saturation and
     overflow live; a large layer on the first few observations of its batch), and float32
-    there must stay finite wherever float64 is finite and within float32's range.
+    there must stay finite wherever float64 is finite and within float32's range. A layer whose
+    float32 function is not its float64 one (random numbers drawn in the input's dtype) has its
+    float32 gradients judged against float32 finite differences, saying why; in float16 and
+    bfloat16 a hand-written backward is held to k times autograd's error of the same forward.
 
     It never skips over something the layer did: a float64 run that is not finite where the
     float32 run is fails, naming the tensor, and the float32 gradients are then judged
