@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import layercheck.checks.gradients as gradients
 from layercheck.cli.commands import app
-from layercheck.reference import per_dtype
+from layercheck.reference import per_dtype, precision
 
 from conftest import failed_checks, run_zoo
 
@@ -149,3 +149,14 @@ def test_a_partial_float32_step_in_a_float64_backward_is_caught() -> None:
     assert failed.details["autograd_relative_errors"]["input 0"] > 1e-9
     good = _gradients(run_zoo("good_float64_backward", only=("gradients:float64",)))["float64"]
     assert good.status.value == "passed"
+
+
+def test_without_the_backwards_dtype_seen_the_partial_cast_passes_as_it_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Blind(precision._LowerBackward):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            return func(*args, **(kwargs or {}))  # sees nothing: only the values' evidence is left, as before
+
+    monkeypatch.setattr(precision, "_LowerBackward", Blind)
+    result = _gradients(run_zoo("gradients_float64_backward_partial_float32", only=("gradients:float64",)))
+    assert result["float64"].status.value == "passed"
+    assert any("computes in float32 inside even in float64" in note for note in result["float64"].notes)
