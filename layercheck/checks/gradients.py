@@ -592,7 +592,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
         raise CheckFailed(
             f"the {name} gradient of {names[worst]} differs from the float64 gradient (which agrees with "
             f"finite differences){where} (a difference of {differences[worst]:.3g} × its norm, over the tolerance "
-            f"{tolerance:g})",
+            f"{tolerance:g}{f'; the fixed tolerance: {stick}' if stick else ''})",
             tensor=names[worst], **details, **floor_details(floors[worst], sources[worst]), **found)
     # Both differ from each other and the float64 one is wrong: judge this one on its own.
     with skip_if_not_differentiable():
