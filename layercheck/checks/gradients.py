@@ -28,6 +28,7 @@ from layercheck.numerics.diagnosis import (
     count_names,
     dead_tensors,
     disagreement,
+    float32_judgement,
     floor_details,
     why_none,
 )
@@ -38,6 +39,7 @@ from layercheck.numerics.reference import (
     Reference,
     complex64_parameters,
     cut_names,
+    float32_function_reference,
     float32_gradients,
     float32_run,
     float64_run,
@@ -61,6 +63,7 @@ from layercheck.numerics.second_looks import (
 )
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, judge
 from layercheck.parent.registry import check
+from layercheck.reference.per_dtype import autograd_yardstick, not_judged, other_function
 from layercheck.reference.precision import imprecise_backward
 from layercheck.sdk import (
     DTYPES,
@@ -238,7 +241,10 @@ def gradients(ctx: Context) -> tuple[str, dict[str, Any]]:
     mirrored too (the other side of every comparison). Every layer is judged again with its
     standard-normal inputs scaled by 4 (magnitudes up to about 13, where saturation and
     overflow live; a large layer on the first few observations of its batch), and float32
-    there must stay finite wherever float64 is finite and within float32's range.
+    there must stay finite wherever float64 is finite and within float32's range. A layer whose
+    float32 function is not its float64 one (random numbers drawn in the input's dtype) has its
+    float32 gradients judged against float32 finite differences, saying why; in float16 and
+    bfloat16 a hand-written backward is held to k times autograd's error of the same forward.
 
     It never skips over something the layer did: a float64 run that is not finite where the
     float32 run is fails, naming the tensor, and the float32 gradients are then judged
@@ -376,7 +382,7 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
     if ref.beside:
         details["beside"] = KINK_NUDGE
     if ref.float64_failure is not None:
-        return _judge_float32_reference(ctx, ref, details)
+        return float32_judgement(ctx, ref, details)
     constant = held_constant(ctx, ref)
     if constant is not None:
         ctx.note(constant)
@@ -516,20 +522,6 @@ def _judge_without_surrogates(ctx: Context, ref: Reference, surrogates: list[int
 
 
 
-def _judge_float32_reference(ctx: Context, ref: Reference, details: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The float32 gradients against float32 finite differences (Note [float32 reference] in
-    numerics/reference.py)."""
-    details = {**details, "float64_failure": ref.float64_failure}
-    why = (f"the layer cannot run in float64 ({ref.float64_failure}), so its float32 gradients were judged against "
-           "float32 finite differences instead — a weaker check (tolerance "
-           f"{ref.verdict.tolerance:g} plus float32 rounding noise)")
-    if not ref.verdict.passed:
-        raise disagreement(ref, f"{why}; float32 gradients", details)
-    ctx.note(why)
-    return f"{count_names(ref.fd.fn.names)}: {agreement(ref.verdict).replace('float64 finite', 'float32 finite')}", \
-        details
-
-
 def _eval_mode_agrees(ctx: Context, beside: bool = False) -> bool:
     """Whether the gradients agree in eval mode (for a failure message; False when unknown)."""
     try:
@@ -557,6 +549,10 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
         details["rounding_floors"] = dict(zip(names, floors))
     agree = excess[worst] <= 1
     accepted = ref.verdict.passed or held_constant(ctx, ref) is not None
+    stick = (autograd_yardstick(ctx, fresh_layer(ctx, dtype, ref.beside), names, low, high)
+             if accepted and dtype is not torch.float32 else "")
+    if not isinstance(stick, str):  # Note [autograd in the same dtype] in reference/per_dtype.py
+        return stick.verdict(dtype, details)
     if agree and accepted:
         vouched = (agreement(ref.verdict) if ref.verdict.passed else
                    "agree with finite differences in eval mode (in training mode the layer holds a no_grad "
@@ -571,7 +567,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
                  if dtype is torch.float32 and ref.verdict.passed else "")
         return (f"{name} gradients of {count_names(names)} match the float64 gradients (largest relative "
                 f"difference {differences[worst]:.2g} in {names[worst]}, tolerance {tolerance:g}{within}), which "
-                f"{vouched}{tails}", details)
+                f"{vouched}{tails}{f' (the fixed tolerance: {stick})' if stick else ''}", details)
     if agree:
         if ctx.planned("gradients:float64"):
             raise CheckSkipped(f"the {name} gradients match the float64 ones (largest relative difference "
@@ -583,6 +579,10 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
             f"the training forward draws random numbers (dropout-like), and the {name} and float64 layers draw "
             f"different ones, so the {name} gradient has no float64 counterpart; gradients[float64] checks the "
             "backward with a fixed random stream")
+    why = other_function(ctx, dtype) if accepted else None
+    if why is not None:  # Note [a function per dtype] in reference/per_dtype.py
+        return float32_judgement(ctx, float32_function_reference(ctx, why, beside=ref.beside), details, why) \
+            if dtype is torch.float32 else not_judged(why, dtype)
     if accepted:
         g, e = low[worst], high[worst]
         assert g is not None and e is not None
@@ -592,7 +592,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
         raise CheckFailed(
             f"the {name} gradient of {names[worst]} differs from the float64 gradient (which agrees with "
             f"finite differences){where} (a difference of {differences[worst]:.3g} × its norm, over the tolerance "
-            f"{tolerance:g})",
+            f"{tolerance:g}{f'; the fixed tolerance: {stick}' if stick else ''})",
             tensor=names[worst], **details, **floor_details(floors[worst], sources[worst]), **found)
     # Both differ from each other and the float64 one is wrong: judge this one on its own.
     with skip_if_not_differentiable():

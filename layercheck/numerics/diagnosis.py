@@ -174,3 +174,22 @@ class Gap:
 def floor_details(floor: float, source: str) -> dict[str, Any]:
     """The rounding floor a difference was judged beyond, for the details (not the message)."""
     return {"rounding_floor": floor, "rounding_floor_source": source} if floor > 0 else {}
+
+
+def float32_judgement(ctx: Context, ref: Reference, details: dict[str, Any], cause: str | None = None
+                      ) -> tuple[str, dict[str, Any]]:
+    """The float32 gradients against float32 finite differences (Note [float32 reference] in
+    numerics/reference.py): where the layer cannot run in float64, or (``cause``) where its float32
+    function is not its float64 one (Note [a function per dtype] in reference/per_dtype.py)."""
+    details = {**details, ("other_function" if cause else "float64_failure"): ref.float64_failure}
+    why = (f"{cause or f'the layer cannot run in float64 ({ref.float64_failure})'}, so its float32 gradients were "
+           "judged against float32 finite differences instead — a weaker check (tolerance "
+           f"{ref.verdict.tolerance:g} plus float32 rounding noise)")
+    if not ref.verdict.passed:
+        raise disagreement(ref, f"{why}; float32 gradients", details)
+    ctx.note(why)
+    said = ("; float32 finite differences of the float32 layer itself: it computes another function than the "
+            "float64 one (see the note)")
+    agreed = agreement(ref.verdict).replace("float64 finite", "float32 finite").replace(
+        "the layer computes in float32 inside (seen in the operations its float64 copy runs)", "differenced in float32")
+    return f"{count_names(ref.fd.fn.names)}: {agreed}{said if cause else ''}", details

@@ -353,6 +353,15 @@ def _float32_reference(ctx: Context, cause: str) -> Reference:
     return judged(ctx, fn, run, precision=torch.float32, float64_failure=cause)
 
 
+def float32_function_reference(ctx: Context, cause: str, *, beside: bool = False) -> Reference:
+    """The float32 reference of a layer whose float32 function is not its float64 one, for
+    ``cause`` (Note [a function per dtype] in reference/per_dtype.py): its own run, not shared."""
+    analytic = analytic_run(ctx, fresh_layer(ctx, torch.float32, beside), traced=True)
+    fn, run = analytic.fn, analytic.check_ran()
+    _skip_unless_finite(ctx, run, "float32")
+    return judged(ctx, fn, run, precision=torch.float32, float64_failure=cause, traced=analytic.trace)
+
+
 def _raised(failure: LayerRaised) -> str:
     """What the layer raised, and where in its code."""
     where = user_frame(failure.exc)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from layercheck.parent.errors import LayerRaised
 from layercheck.reference.unwrapped import Seen, unwrapped_functions
@@ -60,6 +61,25 @@ class _LowerPrecision(TorchFunctionMode):
         return result
 
 
+class _LowerBackward(TorchDispatchMode):
+    """The first lower floating dtype an operation returned while inside (a backward's casts), or ""."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = ""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        if not self.seen:
+            for t in result if isinstance(result, (tuple, list)) else (result,):
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype in _LOWER and t.numel() > 0:
+                    self.seen = str(t.dtype).removeprefix("torch.")
+        return result
+
+
+_LOWER = (torch.float32, torch.float16, torch.bfloat16)
+
+
 def imprecise_backward(ctx: Context) -> tuple[str, dict[str, Any]] | None:
     """Why the layer's float64 gradients are less precise than float64 (the message and its
     details), judged against autograd's derivative of the same forward; None where they are as
@@ -73,7 +93,8 @@ def imprecise_backward(ctx: Context) -> tuple[str, dict[str, Any]] | None:
         outputs = Outputs.of(layer.forward(inputs)).tensors
         if not custom_functions(outputs):
             return None  # no hand-written backward: autograd's is the layer's own
-        mine = gradients(ctx, layer, inputs, outputs)
+        with _LowerBackward() as low:  # a dispatch mode: a torch function mode does not reach a backward
+            mine = gradients(ctx, layer, inputs, outputs)
         other = ctx.fresh(torch.float64, sample=True)
         again = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
         with unwrapped_functions(seen), _LowerPrecision() as lower:
@@ -95,14 +116,18 @@ def imprecise_backward(ctx: Context) -> tuple[str, dict[str, Any]] | None:
             continue
         error = float(torch.linalg.vector_norm((grad - expected).detach())) / norm
         errors[name] = error
-        if (worst is None or error > worst[0]) and _float32_values(grad) and not _float32_values(expected):
+        if (worst is None or error > worst[0]) and (_float32_values(grad) or low.seen) \
+                and not _float32_values(expected):
             worst = (error, name)
     if worst is None or worst[0] <= PRECISION:
         return None
     functions = ", ".join(seen.unwrapped)
+    found = dict(mine)[worst[1]]
+    evidence = ("every value of it is a float32 number" if found is not None and _float32_values(found) else
+                f"an operation of the backward returned {low.seen} (cast back to float64 after)")
     return (f"gradient of {worst[1]}: float64 gradients agree with autograd's derivative of the same forward "
             f"(the forward of {functions} run as plain PyTorch) only to {worst[0]:.2g} relative, where two float64 "
-            f"computations of one derivative agree to about 1e-15 (allowed {PRECISION:g}), and every value of it is "
-            "a float32 number: the backward computes in float32 inside (a .float(), a float32 constant)",
+            f"computations of one derivative agree to about 1e-15 (allowed {PRECISION:g}), and {evidence}: the "
+            "backward computes in float32 inside (a .float(), a float32 constant)",
             {"autograd_relative_errors": errors, "autograd_tolerance": PRECISION})
 

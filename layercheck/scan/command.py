@@ -90,8 +90,13 @@ def _prepare(spec: ModelSpec, folder: Path, *, seed: int) -> Prepared:
     imports = [str((spec.base_dir / where).resolve())] if is_file_reference(where) else []
     survey, entries = scan_to_folder(model, args, kwargs, folder, dims=dims, include=spec.include,
                                      exclude=spec.exclude, guessed=guessed_labels(specs), imports=imports,
-                                     seed=seed)
-    return Prepared(entries, survey.notes)
+                                     seed=seed, references=spec.reference_for)
+    named = {cls for e in entries if e.spec for cls in (e.cls, e.cls.rpartition(".")[2])}
+    unmatched = [cls for cls in spec.references if cls not in named]
+    notes = [*survey.notes, *(f"references: {cls} names no layer this scan checks (its classes: "
+                              f"{', '.join(sorted({e.cls.rpartition('.')[2] for e in entries if e.spec}))})"
+                              for cls in unmatched)]
+    return Prepared(entries, notes)
 
 
 def model_spec(target: str, *, inputs: Sequence[InputSpec], inputs_file: Path | None, weights: Path | None,
@@ -115,6 +120,9 @@ def model_spec(target: str, *, inputs: Sequence[InputSpec], inputs_file: Path | 
         except SpecError as exc:
             raise UsageError(str(exc)) from None
         check_reference(spec.model, base_dir=spec.base_dir)
+        for keys in spec.references.values():
+            if keys["reference"] != "autograd":
+                check_reference(keys["reference"], base_dir=spec.base_dir)
         if inputs or inputs_file is not None:
             spec = ModelSpec(**{**spec.__dict__, "inputs": tuple(inputs), "inputs_file": inputs_file})
         return ModelSpec(**{**spec.__dict__, "weights": weights or spec.weights,

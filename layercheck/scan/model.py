@@ -5,7 +5,7 @@ its layers chosen and grouped, their layouts inferred."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,11 +151,12 @@ def _check_signature(model: nn.Module, args: Sequence[Any], kwargs: dict[str, An
 
 def scan_to_folder(model: nn.Module, args: Sequence[Any], kwargs: dict[str, Any], folder: Path, *,
                    dims: dict[str, Dims], include: Sequence[str] = (), exclude: Sequence[str] = (),
-                   guessed: Sequence[str] = (), imports: Sequence[str] = (),
-                   seed: int | None = None) -> tuple[Survey, list[ScanEntry]]:
-    """Survey the model and write a spec for each kind of layer into ``folder``."""
+                   guessed: Sequence[str] = (), imports: Sequence[str] = (), seed: int | None = None,
+                   references: Callable[[str], dict[str, Any]] | None = None) -> tuple[Survey, list[ScanEntry]]:
+    """Survey the model and write a spec for each kind of layer into ``folder`` (``references``: the
+    reference keys of a layer class's spec)."""
     found = survey(model, args, kwargs, dims=dims, include=include, exclude=exclude, guessed=guessed)
-    return found, write_specs(found.kinds, found.layouts, folder, imports=imports, seed=seed)
+    return found, write_specs(found.kinds, found.layouts, folder, imports=imports, seed=seed, references=references)
 
 
 def guessed_labels(specs: Sequence[InputSpec] | None) -> tuple[str, ...]:

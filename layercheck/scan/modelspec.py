@@ -11,9 +11,12 @@ import yaml
 
 from layercheck.parent.errors import SpecError
 from layercheck.parent.inputs import InputSpec
-from layercheck.parent.spec import _check_keys, _expect, _id_list, _parse_input
+from layercheck.parent.sources import is_file_reference, split_reference
+from layercheck.parent.spec import AUTOGRAD, _check_keys, _expect, _id_list, _parse_input, _parse_reference
 
-_KEYS = ("model", "args", "kwargs", "inputs", "inputs_file", "weights", "include", "exclude", "checks", "seed")
+_KEYS = ("model", "args", "kwargs", "inputs", "inputs_file", "weights", "include", "exclude", "checks", "seed",
+         "references")
+_REFERENCE_KEYS = ("reference", "reference_args", "reference_kwargs", "reference_map")
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,13 @@ class ModelSpec:
     enable: tuple[str, ...] = ()
     seed: int | None = None
     base_dir: Path = field(default_factory=Path.cwd)
+    # layer class (its name, or module.Qualname) -> a layer spec's reference keys, a file's path absolute
+    references: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def reference_for(self, class_name: str) -> dict[str, Any]:
+        """The reference keys a written spec of a layer of ``class_name`` (``module.Qualname``) carries."""
+        found = self.references.get(class_name) or self.references.get(class_name.rpartition(".")[2])
+        return dict(found or {})
 
 
 def load_model_spec(path: Path) -> ModelSpec:
@@ -69,7 +79,33 @@ def load_model_spec(path: Path) -> ModelSpec:
         enable=_id_list(checks, "enable", where),
         seed=_expect(data, "seed", int, where, "an integer", default=None),
         base_dir=base,
+        references=_references(data, where, base),
     )
+
+
+def _references(data: dict[str, Any], where: str, base: Path) -> dict[str, dict[str, Any]]:
+    """``references:``: layer class -> ``ref.py:Ref`` or ``autograd``, or a mapping of a layer
+    spec's reference keys; each validated as a layer spec's, a file's path made absolute (the
+    written specs live elsewhere)."""
+    given = _expect(data, "references", dict, where, "a mapping layer class -> reference (ref.py:MyLayerRef, or "
+                    "autograd, or {reference: ..., reference_args: [...], reference_map: {...}})", default={})
+    found = {}
+    for cls, value in given.items():
+        key = f"references.{cls}"
+        if not isinstance(cls, str) or not cls.strip():
+            raise SpecError(f"{where}: references: expected layer class names as keys, got {cls!r}")
+        if isinstance(value, str):
+            value = {"reference": value}
+        if not isinstance(value, dict) or "reference" not in value:
+            raise SpecError(f"{where}: {key}: expected a reference (ref.py:MyLayerRef, or autograd) or a mapping "
+                            "with reference: and optionally reference_args, reference_kwargs, reference_map")
+        _check_keys(value, _REFERENCE_KEYS, where, f"{key}.")
+        parsed = _parse_reference(value, f"{where}: {key}")
+        where_, name = split_reference(parsed["reference"])
+        if parsed["reference"] != AUTOGRAD and is_file_reference(where_):
+            parsed["reference"] = str((base / where_).resolve()) + (f":{name}" if name else "")
+        found[cls.strip()] = {k: v for k, v in parsed.items() if v not in (None, {})}
+    return found
 
 
 def _patterns(data: dict[str, Any], key: str, where: str) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ and its layer (``NAME.pt``) beside it: ``layercheck run`` checks each alone."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,10 @@ MASK_MAGNITUDE = 1e30
 
 
 def write_specs(kinds: Sequence[Kind], layouts: Sequence[Sequence[Layout] | None], folder: Path, *,
-                imports: Sequence[str] = (), seed: int | None = None) -> list[ScanEntry]:
-    """Write a spec for every kind not skipped; every kind's entry of the scan tree."""
+                imports: Sequence[str] = (), seed: int | None = None,
+                references: Callable[[str], dict[str, Any]] | None = None) -> list[ScanEntry]:
+    """Write a spec for every kind not skipped; every kind's entry of the scan tree. ``references``:
+    the reference keys (``reference:``, ...) a kind's spec carries, by its class name."""
     folder.mkdir(parents=True, exist_ok=True)
     entries = []
     width = len(str(len(kinds)))
@@ -35,7 +37,8 @@ def write_specs(kinds: Sequence[Kind], layouts: Sequence[Sequence[Layout] | None
             stem = f"{number:0{width}d}_{_file_name(kind.path)}"
             try:
                 entry = entry.written(str(folder / f"{stem}.yaml"))
-                _write(kind, kind_layouts, folder, stem, imports, seed)
+                reference = references(kind.class_name) if references else {}
+                _write(kind, kind_layouts, folder, stem, imports, seed, reference)
             except _NotSaved as exc:
                 entry = ScanEntry(path=kind.path, cls=kind.class_name, paths=tuple(kind.paths), layouts=entry.layouts,
                                   skipped=str(exc))
@@ -48,7 +51,7 @@ class _NotSaved(Exception):
 
 
 def _write(kind: Kind, layouts: Sequence[Layout], folder: Path, stem: str, imports: Sequence[str],
-           seed: int | None) -> None:
+           seed: int | None, reference: dict[str, Any]) -> None:
     inputs = []
     for tensor, layout in zip(kind.tensors, layouts):
         entry: dict[str, Any] = {"layout": str(layout)}
@@ -68,6 +71,9 @@ def _write(kind: Kind, layouts: Sequence[Layout], folder: Path, stem: str, impor
     spec: dict[str, Any] = {"layer": f"{stem}.pt", "inputs_file": f"{stem}.inputs.pt", "inputs": inputs}
     if seed is not None:
         spec["seed"] = seed
+    spec.update({key: list(value) if isinstance(value, tuple) else value for key, value in reference.items()})
+    if reference.get("reference_map"):  # the layer and its reference run as Replays: their keys under "layer."
+        spec["reference_map"] = {f"layer.{k}": f"layer.{v}" for k, v in reference["reference_map"].items()}
     calls = f"{kind.count} call{'s' * (kind.count != 1)}: {', '.join(p or '(model)' for p in kind.paths)}"
     header = (f"# layercheck scan: {kind.path or '(model)'} ({kind.class_name}), {calls}\n"
               f"# the layer and the inputs the model gave it are saved beside this file; check it alone with\n"

@@ -13,6 +13,7 @@ from torch import nn
 from layercheck.parent.errors import LoadError
 from layercheck.parent.spec import AUTOGRAD
 from layercheck.target.loading import resolve
+from layercheck.target.replay import Replay
 from layercheck.target.subject import Subject, Target, display_name, kind_of
 
 
@@ -44,10 +45,25 @@ class Reference:
         else:
             args = (self.args if self.args is not None else of.args) if module else ()
             kwargs = (self.kwargs if self.kwargs is not None else of.kwargs) if module else {}
+        if isinstance(of.instance, Replay) and not self.autograd and (
+                module or kind_of(layer) == "function"):  # Note [a captured layer's reference]
+            try:
+                inner = layer(*args, **kwargs) if isinstance(layer, type) and module else layer
+            except Exception as exc:
+                raise LoadError(f"reference {self.name}: constructing it raised {type(exc).__name__}: {exc}") from None
+            layer = Replay(inner, of.instance.template)
         if isinstance(layer, nn.Module):
             args, kwargs = (), {}
         return Target(layer, of.specs, args=args, kwargs=dict(kwargs), seed=of.seed, name=self.name,
                       invocation=of.invocation, constants=of.constants, on=of.home)
+
+    # Note [a captured layer's reference]
+    #     A layer `layercheck scan` captured runs as a Replay: the captured call's template puts the
+    #     generated tensors back among its other arguments, and the layer's parameters are the
+    #     Replay's under "layer.". Its reference (references: in the model spec) is constructed
+    #     (with reference_args/reference_kwargs, none by default: the captured instance's own
+    #     constructor arguments are not known) and replayed with the same template, so that it is
+    #     called as the layer was and its state_dict keys are named as the layer's.
 
     def check(self, of: Target) -> None:
         """Raise LoadError, one clear line, when the reference cannot take the layer's parameter
