@@ -159,7 +159,8 @@ _IN_BACKWARD = frozenset({"backward_size", "gradients", "needs_input_grad", "bac
                           "gradgrad"})
 # A check that requires it runs on a layer known to run forward and backward: the runner tries the
 # sample of the batch first, so that the parts of the check meant for the sample (the gradient
-# check's tails draw and float64 yardstick) run on it whichever checks ran before.
+# check's draw into the tails, second call and float64 yardstick; state_valid's note) run on it
+# whichever checks ran before (run alone, no check on the sample had made it).
 _BACKWARD_RUNS = "backward_runs"
 
 def ordered_results(plan: Sequence[Planned], results: Mapping[tuple[str, str], CheckResult]) -> list[CheckResult]:
