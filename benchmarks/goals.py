@@ -20,7 +20,8 @@ The figures:
   layercheck: the first call, as a multiple of one float64 forward+backward measured after it.
 - ``gradients``: the ``gradients`` check's float64 and float32 variants against
   ``torch.autograd.gradcheck(fast_mode=True)`` on the same layer, inputs and parameters (float64),
-  side by side, per repetition.
+  side by side, per repetition; and with ``backward_size`` counted too (it builds the float64
+  forward+backward the gradient check judges).
 - ``startup``: the CPU time of the whole process tree (fork server and workers included) of
   ``layercheck run`` on a tiny target of each kind (benchmarks/tiny/) and of ``layercheck
   checks gradients``, against ``python -c "import torch"`` in the same round.
@@ -72,6 +73,8 @@ GOALS = [
     Goal(f"check_layer first call, SReLU {SMALL}", "api first", 8.0),
     Goal("gradients float64+float32 / gradcheck fast", "gradients both", 1.0),
     Goal("gradients float64 / gradcheck fast", "gradients float64", 0.7),
+    # backward_size builds the float64 forward+backward the gradient check judges: with it counted
+    Goal("gradients float64+float32+backward_size / gradcheck", "gradients with backward_size", 1.0),
     *(Goal(f"start-up: run {name} 8,16:BC", f"startup {name}", 1.2)
       for name in STARTUP if name not in ("import torch", "checks gradients")),
     Goal("start-up: checks gradients", "startup checks gradients", 0.3),
@@ -160,7 +163,7 @@ def child_gradients(repeat: int) -> dict[str, list[float]]:
     time.perf_counter = time.process_time
     cls = resolve("layers/srelu.py:SReLU", base_dir=Path.cwd())
     layout = Layout.parse(SMALL)
-    plan = select(only=("gradients",))
+    plan = select(only=("gradients",))  # its prerequisites run too: backward_size among them
     subject = Target(cls, [layout], seed=0).build(torch.float64)
     (x,) = [x.detach().requires_grad_() for x in subject.inputs()]
     params = [p.detach().clone().requires_grad_() for _, p in subject.parameters()]
@@ -172,7 +175,7 @@ def child_gradients(repeat: int) -> dict[str, list[float]]:
 
     def ours() -> dict[str, float]:
         report = run_target(Target(cls, [layout], seed=0, name="layers/srelu.py:SReLU"), plan)
-        return {r.variant: r.seconds for r in report.results if r.check == "gradients"}
+        return {r.variant or r.check: r.seconds for r in report.results if r.check in ("gradients", "backward_size")}
 
     def theirs() -> float:
         start = time.process_time()
@@ -180,11 +183,14 @@ def child_gradients(repeat: int) -> dict[str, list[float]]:
         return time.process_time() - start
 
     ours(), theirs()  # warm-up: first calls pay for allocations and caches
-    figures: dict[str, list[float]] = {"gradients both": [], "gradients float64": []}
+    figures: dict[str, list[float]] = {key: [] for key in
+                                       ("gradients both", "gradients float64", "gradients with backward_size")}
     for _ in range(repeat):
         seconds, reference = ours(), theirs()
-        figures["gradients both"].append((seconds["float64"] + seconds.get("float32", 0.0)) / reference)
+        both = seconds["float64"] + seconds.get("float32", 0.0)
+        figures["gradients both"].append(both / reference)
         figures["gradients float64"].append(seconds["float64"] / reference)
+        figures["gradients with backward_size"].append((both + seconds["backward_size"]) / reference)
     return figures
 
 

@@ -1,9 +1,12 @@
 """Cost of the whole default suite on the bundled SReLU, as a multiple of one float64
 forward+backward of the layer, both measured in this run (the issue's target: at most 25x).
 
-    python benchmarks/suite.py [--layout 24,24,20,128:SSCB] [--repeat 5] [--threads N] [--cpu-time]
+    python benchmarks/suite.py [--layout 24,24,20,128:SSCB] [--repeat 5] [--threads N] [--cpu-time] [--count]
 
-Prints each check's median time and ratio, and the median ratio of the whole suite. The
+Prints each check's median time and ratio, and the median ratio of the whole suite; with
+``--count``, also the forwards of the layer each check makes (in a warm run): at the full size
+in float32 and in float64 (a finite difference's evaluation is one), on fewer observations (the
+runner's sample of the batch, a batch of one), and on ``meta``. The
 first run of a process also pays one-time costs that are not the suite's (the first
 allocations; before the runner borrowed lazytorch's short ways, torch imported ``torch._dynamo``
 the first time an operation ran on the meta device, about a second); the cold run is printed
@@ -16,16 +19,21 @@ the others' load hardly moves.
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from layercheck.engine import runner  # noqa: E402
 from layercheck.engine.runner import run_target  # noqa: E402
 from layercheck.parent.layout import Layout  # noqa: E402
 from layercheck.parent.registry import select  # noqa: E402
@@ -52,6 +60,35 @@ def suite(cls: type, layout: Layout) -> RunReport:
     return run_target(Target(cls, [layout], name="layers/srelu.py:SReLU"), select())
 
 
+@contextlib.contextmanager
+def counting_forwards(cls: type, layout: Layout) -> Iterator[dict[tuple[str, str], collections.Counter[str]]]:
+    """The layer's forwards per check and variant while the block runs, by kind: "float32" and
+    "float64" at the full size, "fewer" observations, "meta"."""
+    counts: dict[tuple[str, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    current = [("(runner)", "")]
+    full = layout.numel
+    original_forward, original_run_check = cls.forward, runner.run_check
+
+    def forward(self: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        kind = ("meta" if x.device.type == "meta" else str(x.dtype).removeprefix("torch.") if x.numel() == full
+                else "fewer")
+        counts[current[-1]][kind] += 1
+        return original_forward(self, x, *args, **kwargs)
+
+    def run_check(info: Any, ctx: Any, **kwargs: Any) -> Any:
+        current.append((info.id, ctx.variant))
+        try:
+            return original_run_check(info, ctx, **kwargs)
+        finally:
+            current.pop()
+
+    cls.forward, runner.run_check = forward, run_check  # type: ignore[method-assign]
+    try:
+        yield counts
+    finally:
+        cls.forward, runner.run_check = original_forward, original_run_check  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layout", default="24,24,20,128:SSCB")
@@ -59,6 +96,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time in this process's CPU time, not wall time (a shared machine; with --threads 1)")
+    parser.add_argument("--count", action="store_true", help="count the layer's forwards per check (a warm run)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -97,6 +135,16 @@ def main() -> None:
           f"one float64 forward+backward (median of {args.repeat}; range {min(ratios):.1f}-{max(ratios):.1f}; "
           "target <= 25)")
     print(f"first (cold) run in this process: {cold.seconds:.3f} s = {cold.seconds / cold_reference:.1f} x")
+    if args.count:
+        with counting_forwards(cls, layout) as counts:
+            suite(cls, layout)
+        kinds = ("float32", "float64", "fewer", "meta")
+        print(f"\nthe layer's forwards per check (a warm run): at the full size {layout} in float32 and float64, "
+              "on fewer observations, on meta")
+        print(f"{'check':<24}{'variant':<10}" + "".join(f"{kind:>9}" for kind in kinds))
+        for (check, variant), counted in counts.items():
+            print(f"{check:<24}{variant:<10}" + "".join(f"{counted[kind]:>9}" for kind in kinds))
+        print(f"{'total':<34}" + "".join(f"{sum(c[kind] for c in counts.values()):>9}" for kind in kinds))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from layercheck.parent import listing
+from layercheck.parent.errors import UsageError
 from layercheck.parent.registry import catalogue as registered
 
 
@@ -41,6 +42,18 @@ def test_a_check_page_read_from_source_matches_the_registry() -> None:
             read = dataclasses.replace(read, entry=dataclasses.replace(read.entry, variants=imported.entry.variants))
         assert read == imported, entry.id
     assert sorted(at_run_time) == ["autocast", "device"]
+
+
+def test_a_built_in_check_s_page_parses_its_own_module_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`layercheck checks gradients` parses checks/gradients.py, not the whole catalogue (a
+    tenth of a second of CPU); an unknown id still reads the catalogue for its suggestion."""
+    monkeypatch.setattr(listing, "_TREES", {})
+    page = listing.page("gradients")
+    assert page.entry.id == "gradients" and "finite differences" in page.doc
+    assert [p.name for p in listing._TREES] == ["gradients.py"]
+    with pytest.raises(UsageError, match="did you mean 'gradients'"):
+        listing.page("gradiens")
+    assert len(listing._TREES) > 10
 
 
 def test_a_tolerance_table_the_source_does_not_settle_leaves_the_page_to_the_registry(tmp_path: Path) -> None:

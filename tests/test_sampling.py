@@ -112,15 +112,18 @@ class CountsSmallBatches(nn.Module):
         return 2 * x
 
 
-def test_the_hidden_state_note_is_taken_on_the_sample(small_sample: None) -> None:
+def test_the_hidden_state_note_is_taken_on_the_sample(small_sample: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """state_valid judges buffers on the whole batch (its size rule names the batch), but which
     plain attributes a call changes does not depend on the batch size: its note is taken on the
-    sample, where there is one."""
-    (run,) = check_layer(CountsSmallBatches, "6,4:BC").runs
-    state = next(r for r in run.results if r.check == "state_valid")
-    assert state.status.value == "skipped" and "sample" not in state.details
-    assert any("changes 'small_calls', kept in plain attributes" in note for note in state.notes), state.notes
-    (whole,) = check_layer(CountsSmallBatches, "6,4:BC", checks=["state_valid"]).runs  # no sample made
+    sample, where there is one; run alone too (the runner makes the sample before a check that
+    requires backward_runs)."""
+    for checks in ((), ["state_valid"]):
+        (run,) = check_layer(CountsSmallBatches, "6,4:BC", checks=checks).runs
+        state = next(r for r in run.results if r.check == "state_valid")
+        assert state.status.value == "skipped" and "sample" not in state.details
+        assert any("changes 'small_calls', kept in plain attributes" in note for note in state.notes), state.notes
+    monkeypatch.setattr(Target, "sampled", lambda self: None)  # a layer that takes no smaller batch
+    (whole,) = check_layer(CountsSmallBatches, "6,4:BC", checks=["state_valid"]).runs
     assert not next(r for r in whole.results if r.check == "state_valid").notes
 
 

@@ -68,6 +68,17 @@ def test_a_large_layer_wrong_only_beyond_six_fails_on_the_scaled_first_observati
     assert "on the first 4 observations of the batch" in result.message
 
 
+def test_run_alone_the_gradient_check_scales_the_sample_of_the_batch_too() -> None:
+    """--check gradients: no check that runs on the sample comes first, and the runner makes
+    the sample before the gradient check (it requires backward_runs, which passed), so the draw
+    into the tails is the one the default suite makes, not one of the whole batch."""
+    report = run_zoo("gradients_wrong_in_the_tails_large", only=("gradients",))
+    result = _gradients(report)["float64"]
+    assert result.status is Status.FAILED, result.message
+    assert "on the inputs scaled by 4" in result.message
+    assert "on the first 4 observations of the batch" in result.message
+
+
 def test_without_the_scaled_draw_the_large_layer_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gradient_checks, "tails_draw", lambda ctx, beside=False: None)
     report = run_zoo("gradients_wrong_in_the_tails_large", only=("forward_predict_agree", "gradients"))

@@ -157,6 +157,11 @@ def load_target(plan: TargetPlan, options: Options, *, announce: bool = True) ->
 # The checks that judge a hand-written backward: their failures name it, with its file and line.
 _IN_BACKWARD = frozenset({"backward_size", "gradients", "needs_input_grad", "backward_pure", "grad_output",
                           "gradgrad"})
+# A check that requires it runs on a layer known to run forward and backward: the runner tries the
+# sample of the batch first, so that the parts of the check meant for the sample (the gradient
+# check's draw into the tails, second call and float64 yardstick; state_valid's note) run on it
+# whichever checks ran before (run alone, no check on the sample had made it).
+_BACKWARD_RUNS = "backward_runs"
 
 def ordered_results(plan: Sequence[Planned], results: Mapping[tuple[str, str], CheckResult]) -> list[CheckResult]:
     """The results there are, in the order the checks are planned."""
@@ -293,6 +298,8 @@ class TargetRun:
                                         f"was skipped because {root} {cause}")
             result = CheckResult(info.id, variant, Status.SKIPPED, 0.0, reason, skip=kind)
         else:
+            if _BACKWARD_RUNS in info.requires:  # the layer runs forward and backward: a part may read the sample
+                self.sampled(info)
             sample = self.sampled(info) if self._on_sample(info) else None
             target, shared, readers = ((sample.target, sample.shared, sample.readers) if sample is not None
                                        else (self.target, self.shared, self.readers))
@@ -329,7 +336,8 @@ class TargetRun:
 
     def _made_sample(self) -> Target | None:
         """The sample's target where it has been made already (Context.fresh(sample=True)): never
-        made inside a check, whose time limit would then cover the layer's trial on it."""
+        made inside a check, whose time limit would then cover the layer's trial on it: the runner
+        tries it before every check that requires backward_runs (which passed: the layer runs)."""
         return None if self._sample is None else self._sample.target
 
     def _on_sample(self, info: CheckInfo) -> bool:

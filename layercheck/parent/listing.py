@@ -107,11 +107,12 @@ def as_text(doc: str) -> str:
 
 def page(check_id: str) -> Page:
     """A check's page, read from source where its declaration can be (no torch), else from the
-    imported registry. Raises UsageError for an unknown id."""
-    check_selectors((check_id,), "checks")
+    imported registry. Raises UsageError for an unknown id. A built-in check's page is read from
+    its own module alone (the other modules parsed only for an id that is not a built-in's)."""
     try:
         return static_page(check_id)
     except Unreadable:
+        check_selectors((check_id,), "checks")  # an unknown id: the usage error, as for --check
         return imported_page(check_id)
 
 
@@ -128,7 +129,10 @@ def static_page(check_id: str) -> Page:
     """The page of a built-in check read from its module's source; raises Unreadable where the
     declaration is computed (tolerances from a table, variants known at run time) or the check
     is a plug-in's."""
+    quoted = (f'"{check_id}"', f"'{check_id}'")
     for path in sorted(p for p in _CHECKS.glob("*.py") if p.name != "__init__.py"):
+        if not any(q in path.read_text(encoding="utf-8") for q in quoted):
+            continue  # no declaration of it here: not worth parsing
         tree = _tree(path)
         for node, call in _declarations(tree):
             if call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == check_id:
