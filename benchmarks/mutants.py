@@ -358,6 +358,9 @@ def _same(a: Any, b: Any) -> bool:
     return torch.allclose(b, a, rtol=tolerance, atol=tolerance * scale, equal_nan=True)
 
 
+_SLOW_JACOBIAN = 2**25  # entries (256 MiB of float64 each way): 2048,8:BC's 16,384 squared took 13 GB
+
+
 def gradcheck_verdict(target: Target, *, fast: bool, seed: int) -> str:
     """``passed``, ``failed`` (gradcheck returned False) or ``raised Type: message``: gradcheck,
     float64, on layercheck's generated inputs and every parameter (through functional_call)."""
@@ -376,6 +379,14 @@ def gradcheck_verdict(target: Target, *, fast: bool, seed: int) -> str:
             return torch.func.functional_call(module, dict(zip(names, tensors[len(inputs):])),
                                               tuple(tensors[:len(inputs)]))
 
+    if not fast:  # slow mode builds the whole Jacobian, float64, twice (analytical and numerical)
+        with torch.no_grad():
+            outputs = function(*inputs, *parameters)
+        size = sum(t.numel() for t in (*inputs, *parameters))
+        size *= sum(t.numel() for t in (outputs if isinstance(outputs, (tuple, list)) else (outputs,))
+                    if isinstance(t, torch.Tensor))
+        if size > _SLOW_JACOBIAN:
+            return f"not run: a Jacobian of {size:,} entries (over {_SLOW_JACOBIAN:,})"
     torch.manual_seed(seed)  # fast mode's random directions
     try:
         passed = torch.autograd.gradcheck(function, (*inputs, *parameters), fast_mode=fast, raise_exception=False)

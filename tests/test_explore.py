@@ -178,6 +178,17 @@ def test_shrinking_cuts_to_the_failing_element_first(monkeypatch: pytest.MonkeyP
     assert generic["tries"] > focused["tries"] and generic["values"][0][0][1][0] < 2.0, generic
 
 
+def test_an_observations_failure_is_focused_on_its_failing_observation() -> None:
+    """The observations check names the observation it found mixed; the shrinker cuts every
+    input's batch dimension to it (inputs without a batch are not focused)."""
+    report = run_zoo("observations_batch_stats", only=("observations",), exploration=Exploration(draws=0))
+    [result] = [r for r in report.results if r.check == "observations"]
+    assert result.status.value == "failed" and isinstance(result.details.get("observation"), int), result
+    assert engine.focus_of(result, batch=[0, None]) == [{0: result.details["observation"]}]
+    shrunk = result.details["shrunk"]
+    assert shrunk["inputs"][0]["size"][0] <= 2, shrunk  # a batch leak needs two observations at most
+
+
 # -- the command line: the store, replay, --emit-test --------------------------------------------
 
 def _layer(folder: Path, name: str) -> Path:
