@@ -546,8 +546,8 @@ def report(benches: Sequence[Bench], verdicts: Sequence[Verdict], *, every: bool
     print(_row("  the same, those differing on random inputs", [v for v in comparable if v.on_random], applies))
     for bench in benches:
         if bench.original.name not in clean:
-            print(f"* gradcheck does not pass the original, or was not run on it (fast: {bench.fast}; slow: {bench.slow}); "
-                  "its mutants are left out of gradcheck's columns")
+            print("* gradcheck does not pass the original, or was not run on it "
+                  f"(fast: {bench.fast}; slow: {bench.slow}); its mutants are left out of gradcheck's columns")
         broken = [name for name, status in bench.statuses.items() if status in CAUGHT]
         if broken or bench.run_error:
             print(f"! layercheck does not pass {bench.original.name}: {bench.run_error or ', '.join(broken)}")
