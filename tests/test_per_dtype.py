@@ -160,3 +160,22 @@ def test_without_the_backwards_dtype_seen_the_partial_cast_passes_as_it_did(monk
     result = _gradients(run_zoo("gradients_float64_backward_partial_float32", only=("gradients:float64",)))
     assert result["float64"].status.value == "passed"
     assert any("computes in float32 inside even in float64" in note for note in result["float64"].notes)
+
+
+# -- float16 on correct layers: integer inputs, state, kernels the CPU lacks, overflow ---------------
+
+@pytest.mark.parametrize("name", ["good_torch_embedding", "good_cross_entropy_targets", "good_identity_cache",
+                                  "good_contract_recurrent", "good_torch_multiheadattention_mask"])
+def test_float16_gradients_of_correct_layers_pass(name: str) -> None:
+    # their float64 counterpart once got float64 indices and targets, a state the float16 forward
+    # had moved on, or failed to copy a module holding a cache of the forward's graph
+    [result] = [r for r in run_zoo(name, only=("gradients:float16",)).results if r.check == "gradients"]
+    assert result.status.value == "passed", result.message
+
+
+def test_float16_without_a_cpu_kernel_is_skipped_and_an_overflow_named() -> None:
+    [fft] = [r for r in run_zoo("good_fourier_layer", only=("gradients:float16",)).results if r.check == "gradients"]
+    assert fft.status.value == "skipped" and "not supported on the CPU" in fft.message, fft.message
+    [steep] = [r for r in run_zoo("good_grad_steep", only=("gradients:float16",)).results if r.check == "gradients"]
+    assert steep.status.value == "failed" and "float16 overflows past 65504" in steep.message, steep.message
+    assert "Fix: compute that step in float32" in steep.message and "correct the derivative" not in steep.message

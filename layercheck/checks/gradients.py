@@ -8,7 +8,6 @@ disagreement in numerics/diagnosis.py."""
 
 from __future__ import annotations
 
-import copy
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +16,6 @@ import torch
 
 from layercheck._sdk_internal import (
     Point,
-    cotangents,
     forward_is_random,
     gradient_norm_floor,
     shared_nonfinite_zeroed,
@@ -33,7 +31,6 @@ from layercheck.numerics.diagnosis import (
     why_none,
 )
 from layercheck.numerics.functions import LayerFunction
-from layercheck.numerics.recording import analytic_run
 from layercheck.numerics.reference import (
     KINK_NUDGE,
     Reference,
@@ -52,6 +49,7 @@ from layercheck.numerics.reference import (
 from layercheck.numerics.second_looks import (
     eval_reference,
     held_constant,
+    lower_precision_run,
     parameters_written,
     reached_on_other_inputs,
     read_for_shape_only,
@@ -73,7 +71,6 @@ from layercheck.sdk import (
     CheckSkipped,
     Context,
     LayerRaised,
-    Subject,
     Tolerance,
     dtype_name,
     largest,
@@ -535,7 +532,7 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
     difference over the norm of the float64 gradient); the float64 one is vouched for by the
     finite differences, so agreeing with it is agreeing with them."""
     name = dtype_name(dtype)
-    low, high = _lower_run(ctx, ref, dtype)
+    low, high = lower_precision_run(ctx, ref, dtype)
     tolerance = ctx.tolerance(dtype)
     names = ref.fd.fn.names
     gaps = [Gap.of(g, e) for g, e in zip(low, high)]
@@ -589,10 +586,15 @@ def _judge_lower(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[str,
         found = mismatch(e, g, Allowance(0.0, tolerance * largest(e))) or {}
         where = (f": at index {tuple(found['index'])} the {name} gradient is {found['actual']:.6g}, the float64 "
                  f"one {found['expected']:.6g}" if found else "")
+        overflow = ""
+        if dtype is not torch.float32 and not bool(g.isfinite().all()):
+            overflow = (f": not finite where the float64 one is, so {name} overflows past "
+                        f"{torch.finfo(dtype).max:.6g} on the way (a constant or an intermediate beyond its range). "
+                        f"Fix: compute that step in float32 (upcast before it, as autocast does), or keep it in range")
         raise CheckFailed(
             f"the {name} gradient of {names[worst]} differs from the float64 gradient (which agrees with "
             f"finite differences){where} (a difference of {differences[worst]:.3g} × its norm, over the tolerance "
-            f"{tolerance:g}{f'; the fixed tolerance: {stick}' if stick else ''})",
+            f"{tolerance:g}{f'; the fixed tolerance: {stick}' if stick else ''}){overflow}",
             tensor=names[worst], **details, **floor_details(floors[worst], sources[worst]), **found)
     # Both differ from each other and the float64 one is wrong: judge this one on its own.
     with skip_if_not_differentiable():
@@ -640,32 +642,6 @@ def _floors(ctx: Context, names: Sequence[str], gaps: Sequence[Gap], tolerance: 
     found = [gradient_norm_floor(ctx, name, dtype, at=at, needed=gap.unexplained(tolerance))
              for name, gap in zip(names, gaps)]
     return [floor for floor, _ in found], [source for _, source in found]
-
-
-def _lower_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[torch.Tensor | None],
-                                                                            list[torch.Tensor | None]]:
-    """The gradients in ``dtype`` and the float64 ones to compare them with. float32 uses the
-    shared run and the float64 reference (their inputs differ by float32 rounding, far below
-    the tolerance); float16 and bfloat16 round the inputs enough to move elements across
-    kinks, so their float64 counterpart is taken at the rounded point."""
-    if dtype is torch.float32:
-        grads = (analytic_run(ctx, fresh_layer(ctx, dtype, True)).check_ran().grads if ref.beside
-                 else float32_gradients(ctx).grads)
-        return grads, ref.run.grads if ref.layer_grads is None else ref.layer_grads
-    subject = fresh_layer(ctx, dtype, ref.beside)
-    try:
-        low = LayerFunction(subject, subject.inputs()).gradient(lambda outputs: cotangents(ctx, outputs))
-    except LayerRaised as exc:
-        if "not implemented for" in str(exc.exc):
-            raise CheckSkipped(f"{dtype_name(dtype)} is not supported on the CPU by an operation the layer uses "
-                               f"({exc}); run this variant where such kernels exist (e.g. a GPU)",
-                               applies=True) from exc
-        raise
-    upcast = copy.deepcopy(subject.module).to(torch.float64) if subject.module is not None else None
-    high_subject = Subject(ctx.target, upcast, dtype=torch.float64)
-    high = LayerFunction(high_subject, [x.to(torch.float64) for x in subject.inputs()])
-    reference = high.gradient([None if w is None else w.to(torch.float64) for w in low.cotangents])
-    return low.grads, reference.grads
 
 
 def _masks(ctx: Context, fn: LayerFunction) -> list[tuple[str, list[bool]]]:

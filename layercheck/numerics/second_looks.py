@@ -1,10 +1,12 @@
 """The float64 reference taken a second time, where one look at the fresh layer can miss a
 wrong gradient or call a right one wrong: on a second draw of the inputs (Note [second draw]),
 from the state a first training call leaves (Note [second call]), in eval mode, and past the
-writes a training call makes into the parameters (Note [parameter writes])."""
+writes a training call makes into the parameters (Note [parameter writes]); and at the point a
+lower precision rounds the inputs to (float16, bfloat16)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +15,14 @@ import torch
 
 from layercheck.numerics.functions import LayerFunction
 from layercheck.numerics.recording import Analytic, analytic_run
-from layercheck.numerics.reference import FLOAT64_READERS, Reference, fresh_layer, judged, nonfinite_problem
+from layercheck.numerics.reference import (
+    FLOAT64_READERS,
+    Reference,
+    float32_gradients,
+    fresh_layer,
+    judged,
+    nonfinite_problem,
+)
 from layercheck.parent.errors import CheckFailed, CheckSkipped, LayerRaised
 from layercheck.parent.inputs import CAPTURED
 from layercheck.support.compare import all_finite, dtype_name, identical, nonfinite
@@ -470,3 +479,38 @@ def read_for_shape_only(ctx: Context, missing: Sequence[str]) -> list[str]:
             if got is None or not identical(got, reference):
                 unchanged.discard(i)
     return [positions[i] for i in sorted(unchanged)]
+
+
+# What torch's CPU kernels say where they have none for a dtype ("add_stub" not implemented for
+# 'Half'; the FFT's Unsupported dtype Half): the environment's limit, not the layer's fault.
+_NO_KERNEL = ("not implemented for", "Unsupported dtype")
+
+
+def lower_precision_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[torch.Tensor | None],
+                                                                                  list[torch.Tensor | None]]:
+    """The gradients in ``dtype`` and the float64 ones to compare them with. float32 uses the
+    shared run and the float64 reference (their inputs differ by float32 rounding, far below
+    the tolerance); float16 and bfloat16 round the inputs enough to move elements across
+    kinks, so their float64 counterpart is taken at the rounded point."""
+    if dtype is torch.float32:
+        grads = (analytic_run(ctx, fresh_layer(ctx, dtype, True)).check_ran().grads if ref.beside
+                 else float32_gradients(ctx).grads)
+        return grads, ref.run.grads if ref.layer_grads is None else ref.layer_grads
+    subject = fresh_layer(ctx, dtype, ref.beside)
+    # the float64 twin copied before the forward: from the same state, and before the forward
+    # leaves tensors of its graph in the module (a cache), which deepcopy refuses
+    upcast = copy.deepcopy(subject.module).to(torch.float64) if subject.module is not None else None
+    try:
+        low = LayerFunction(subject, subject.inputs()).gradient(lambda outputs: cotangents(ctx, outputs))
+    except LayerRaised as exc:
+        if any(text in str(exc.exc) for text in _NO_KERNEL):
+            raise CheckSkipped(f"{dtype_name(dtype)} is not supported on the CPU by an operation the layer uses "
+                               f"({exc}); run this variant where such kernels exist (e.g. a GPU)",
+                               applies=True) from exc
+        raise
+    high_subject = Subject(ctx.target, upcast, dtype=torch.float64)
+    # integer and bool inputs (indices, targets, masks) stay as they are
+    high = LayerFunction(high_subject, [x.to(torch.float64) if x.is_floating_point() else x
+                                        for x in subject.inputs()])
+    reference = high.gradient([None if w is None else w.to(torch.float64) for w in low.cotangents])
+    return low.grads, reference.grads
