@@ -179,3 +179,19 @@ def test_float16_without_a_cpu_kernel_is_skipped_and_an_overflow_named() -> None
     [steep] = [r for r in run_zoo("good_grad_steep", only=("gradients:float16",)).results if r.check == "gradients"]
     assert steep.status.value == "failed" and "float16 overflows past 65504" in steep.message, steep.message
     assert "Fix: compute that step in float32" in steep.message and "correct the derivative" not in steep.message
+
+
+@pytest.mark.parametrize(("name", "dtype"), [("good_higher_function", "bfloat16"), ("good_backward_own_table", "float16")])
+def test_a_failure_against_autograd_in_low_precision_is_confirmed_on_a_second_draw(
+        name: str, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # at seed 2 autograd's own error on these small tensors is a tenth of a unit in the last place,
+    # and the correct hand-written backward stands at 3-9x it; at the second draw both are ordinary
+    def result() -> Any:
+        [found] = [r for r in run_zoo(name, only=(f"gradients:{dtype}",), seed=2).results if r.check == "gradients"]
+        return found
+
+    confirmed = result()
+    assert confirmed.status.value == "passed", confirmed.message
+    assert any("within the rule on a second draw" in note for note in confirmed.notes), confirmed.notes
+    monkeypatch.setattr(gradients, "_confirmed", lambda ctx, ref, dtype, first: first)
+    assert result().status.value == "failed"  # one draw alone: the false alarm

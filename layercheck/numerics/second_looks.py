@@ -486,12 +486,14 @@ def read_for_shape_only(ctx: Context, missing: Sequence[str]) -> list[str]:
 _NO_KERNEL = ("not implemented for", "Unsupported dtype")
 
 
-def lower_precision_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tuple[list[torch.Tensor | None],
-                                                                                  list[torch.Tensor | None]]:
+def lower_precision_run(ctx: Context, ref: Reference, dtype: torch.dtype,
+                        inputs: Sequence[torch.Tensor] | None = None) -> tuple[list[torch.Tensor | None],
+                                                                                list[torch.Tensor | None]]:
     """The gradients in ``dtype`` and the float64 ones to compare them with. float32 uses the
     shared run and the float64 reference (their inputs differ by float32 rounding, far below
     the tolerance); float16 and bfloat16 round the inputs enough to move elements across
-    kinks, so their float64 counterpart is taken at the rounded point."""
+    kinks, so their float64 counterpart is taken at the rounded point (the target's inputs, or
+    ``inputs`` in ``dtype``: another draw)."""
     if dtype is torch.float32:
         grads = (analytic_run(ctx, fresh_layer(ctx, dtype, True)).check_ran().grads if ref.beside
                  else float32_gradients(ctx).grads)
@@ -501,7 +503,8 @@ def lower_precision_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tup
     # leaves tensors of its graph in the module (a cache), which deepcopy refuses
     upcast = copy.deepcopy(subject.module).to(torch.float64) if subject.module is not None else None
     try:
-        low = LayerFunction(subject, subject.inputs()).gradient(lambda outputs: cotangents(ctx, outputs))
+        point = subject.inputs() if inputs is None else [x.detach().clone() for x in inputs]
+        low = LayerFunction(subject, point).gradient(lambda outputs: cotangents(ctx, outputs))
     except LayerRaised as exc:
         if any(text in str(exc.exc) for text in _NO_KERNEL):
             raise CheckSkipped(f"{dtype_name(dtype)} is not supported on the CPU by an operation the layer uses "
@@ -510,7 +513,6 @@ def lower_precision_run(ctx: Context, ref: Reference, dtype: torch.dtype) -> tup
         raise
     high_subject = Subject(ctx.target, upcast, dtype=torch.float64)
     # integer and bool inputs (indices, targets, masks) stay as they are
-    high = LayerFunction(high_subject, [x.to(torch.float64) if x.is_floating_point() else x
-                                        for x in subject.inputs()])
+    high = LayerFunction(high_subject, [x.to(torch.float64) if x.is_floating_point() else x for x in point])
     reference = high.gradient([None if w is None else w.to(torch.float64) for w in low.cotangents])
     return low.grads, reference.grads
