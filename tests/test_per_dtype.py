@@ -181,7 +181,8 @@ def test_float16_without_a_cpu_kernel_is_skipped_and_an_overflow_named() -> None
     assert "Fix: compute that step in float32" in steep.message and "correct the derivative" not in steep.message
 
 
-@pytest.mark.parametrize(("name", "dtype"), [("good_higher_function", "bfloat16"), ("good_backward_own_table", "float16")])
+@pytest.mark.parametrize(("name", "dtype"), [("good_higher_function", "bfloat16"),
+                                             ("good_backward_own_table", "float16")])
 def test_a_failure_against_autograd_in_low_precision_is_confirmed_on_a_second_draw(
         name: str, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # at seed 2 autograd's own error on these small tensors is a tenth of a unit in the last place,
