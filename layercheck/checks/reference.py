@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from layercheck._sdk_internal import Run, Target
+from layercheck.reference.per_dtype import SECOND_DRAW
 from layercheck.reference.rule import Judged, judge, judge_float64
 from layercheck.reference.unwrapped import Seen, unwrapped_functions
 from layercheck.sdk import CheckFailed, CheckSkipped, Context, LayerRaised, Tolerance, check, forward_run
@@ -54,8 +55,9 @@ def reference(ctx: Context) -> tuple[str, dict[str, Any]]:
     ``reference.bfloat16=4`` raises it) times the reference's own error in that dtype, plus a
     floor at the tensor's scale (half a unit in the last place of the dtype, and 64 of
     float32's: a float32 accumulation in another order), on the largest difference and on the
-    relative difference of norms. Under Triton's interpreter bfloat16 is not compared (its
-    bfloat16 arithmetic is wrong on CPU tensors).
+    relative difference of norms; a failure there is confirmed on a second draw of the inputs
+    (the reference's own error on a small tensor is one sample). Under Triton's interpreter
+    bfloat16 is not compared (its bfloat16 arithmetic is wrong on CPU tensors).
 
     Finite differences cannot judge float16 or bfloat16; a reference can. A kernel that
     accumulates in float16 where the reference accumulates in float32, a backward that loses
@@ -71,7 +73,58 @@ def reference(ctx: Context) -> tuple[str, dict[str, Any]]:
     if dtype is torch.bfloat16 and ctx.target.interpreter is not None:
         raise CheckSkipped(INTERPRETED_BFLOAT16, applies=True)
     layer = _built(ctx, dtype, "the layer")
-    inputs = layer.inputs(requires_grad=True)
+    k = ctx.tolerance(dtype)
+    verdicts, seen = _judged(ctx, layer, layer.inputs(requires_grad=True), dtype, k)
+    details: dict[str, Any] = {"reference": bound.name, "dtype": ctx.variant, "k": k,
+                               "tensors": [_detail(v) for v in verdicts]}
+    if seen.surrogates:
+        details["surrogates"] = dict(seen.surrogates)
+        for name, why in seen.surrogates.items():
+            ctx.note(f"{name}: not held to autograd's derivative of its forward: {why}")
+    failed = [v for v in verdicts if v.failing is not None]
+    if failed and layer.drew_random:
+        raise CheckSkipped(f"{_said(failed[0], ctx.variant, k)}; the layer draws random numbers, which the reference "
+                           "may draw differently: not judged", applies=True)
+    if failed and dtype is not torch.float64:  # confirmed on a second draw (Note [a second draw in low precision])
+        again = _built(ctx, dtype, "the layer")
+        seed = ctx.seed * SECOND_DRAW[0] + SECOND_DRAW[1]
+        second, _ = _judged(ctx, again, ctx.target.inputs(dtype, again.device, requires_grad=True, seed=seed), dtype, k)
+        if not any(v.failing is not None for v in second):
+            ctx.note(f"on the first draw of the inputs {_said(max(failed, key=lambda v: v.ratio), ctx.variant, k)}; "
+                     f"within the rule on a second draw (seed {seed}), so rounding on a few elements, not the layer")
+            verdicts, failed = second, []
+            details["tensors"] = [_detail(v) for v in verdicts]
+    if failed:
+        worst = max(failed, key=lambda v: v.ratio)
+        more = [v.name for v in failed if v is not worst]
+        tail = f" (also: {', '.join(more[:4])}{', ...' if len(more) > 4 else ''})" if more else ""
+        raise CheckFailed(f"{_said(worst, ctx.variant, k)}{tail}", tensor=worst.name, **details)
+    if dtype is torch.float64:
+        return (f"{len(verdicts)} tensor(s) agree with {bound.name} in float64 within {k:g} (relative)", details)
+    top = max(verdicts, key=lambda v: v.ratio, default=None)
+    said = ""
+    if top is not None:
+        said = f" (largest ratio: {top.name}, {top.ratio:.1f}x{', within the floor' if top.ratio > k else ''})"
+    return (f"{len(verdicts)} tensor(s) within {k:g}x the error of {bound.name} itself in {ctx.variant}, or the "
+            f"floor{said}", details)
+
+
+# Note [a second draw in low precision]
+#     The reference's own error in a low dtype is one sample of what rounding costs, and on a
+#     small tensor it can by luck be a tenth of a unit in the last place, so that a correct
+#     layer written in another order stands at several times it on one draw in a few (the same
+#     as gradients[float16|bfloat16] against autograd: Note [autograd in the same dtype] in
+#     reference/per_dtype.py). A kernel that accumulates in the low dtype is past the rule at
+#     every draw. A failure in float32, float16 or bfloat16 is therefore confirmed on a second
+#     draw of the inputs before it is reported; float64 is judged on one draw, to a tolerance.
+
+
+def _judged(ctx: Context, layer: Subject, inputs: Sequence[torch.Tensor], dtype: torch.dtype,
+            k: float) -> tuple[list[Judged], Seen]:
+    """Every output, gradient and buffer of ``layer`` on ``inputs`` judged against the reference
+    (float64: to the tolerance ``k``; a low dtype: by the rule), and what ``reference: autograd``
+    saw of the hand-written backwards."""
+    bound = ctx.target.reference
     mine = _run(ctx, layer, inputs, "the layer", dtype)
     seen = Seen()
     widened = [_widened(x, dtype) for x in inputs]
@@ -83,35 +136,10 @@ def reference(ctx: Context) -> tuple[str, dict[str, Any]]:
     if dtype is not torch.float64:
         own = _run(ctx, bound.build(ctx.target, layer, dtype), [_copy(x) for x in inputs], "the reference", dtype,
                    seen=Seen() if bound.autograd else None)
-    k = ctx.tolerance(dtype)
     names, ours, theirs, exact = _paired(mine, expected, own, bound.mapping)
     if own is None:
-        verdicts = [judge_float64(n, a, e, tolerance=k) for n, a, e in zip(names, ours, exact)]
-    else:
-        verdicts = [judge(n, a, o, e, dtype=dtype, k=k) for n, a, o, e in zip(names, ours, theirs, exact)]
-    details: dict[str, Any] = {"reference": bound.name, "dtype": ctx.variant, "k": k,
-                               "tensors": [_detail(v) for v in verdicts]}
-    if seen.surrogates:
-        details["surrogates"] = dict(seen.surrogates)
-        for name, why in seen.surrogates.items():
-            ctx.note(f"{name}: not held to autograd's derivative of its forward: {why}")
-    failed = [v for v in verdicts if v.failing is not None]
-    if failed and layer.drew_random:
-        raise CheckSkipped(f"{_said(failed[0], ctx.variant, k)}; the layer draws random numbers, which the reference "
-                           "may draw differently: not judged", applies=True)
-    if failed:
-        worst = max(failed, key=lambda v: v.ratio)
-        more = [v.name for v in failed if v is not worst]
-        tail = f" (also: {', '.join(more[:4])}{', ...' if len(more) > 4 else ''})" if more else ""
-        raise CheckFailed(f"{_said(worst, ctx.variant, k)}{tail}", tensor=worst.name, **details)
-    if own is None:
-        return (f"{len(verdicts)} tensor(s) agree with {bound.name} in float64 within {k:g} (relative)", details)
-    top = max(verdicts, key=lambda v: v.ratio, default=None)
-    said = ""
-    if top is not None:
-        said = f" (largest ratio: {top.name}, {top.ratio:.1f}x{', within the floor' if top.ratio > k else ''})"
-    return (f"{len(verdicts)} tensor(s) within {k:g}x the error of {bound.name} itself in {ctx.variant}, or the "
-            f"floor{said}", details)
+        return [judge_float64(n, a, e, tolerance=k) for n, a, e in zip(names, ours, exact)], seen
+    return [judge(n, a, o, e, dtype=dtype, k=k) for n, a, o, e in zip(names, ours, theirs, exact)], seen
 
 
 def _said(verdict: Judged, dtype: str, k: float) -> str:
