@@ -526,9 +526,10 @@ def _confirmed(ctx: Context, ref: Reference, dtype: torch.dtype, first: Yardstic
     if not first.failed:
         return first
     seed = ctx.seed * SECOND_DRAW[0] + SECOND_DRAW[1]
-    point = ctx.target.inputs(dtype, seed=seed)
+    subject = fresh_layer(ctx, dtype, ref.beside)
+    point = ctx.target.inputs(dtype, subject.device, seed=seed)
     low, high = lower_precision_run(ctx, ref, dtype, inputs=point)
-    again = autograd_yardstick(ctx, fresh_layer(ctx, dtype, ref.beside), ref.fd.fn.names, low, high, point)
+    again = autograd_yardstick(ctx, subject, ref.fd.fn.names, low, high, point)
     if isinstance(again, str) or again.failed:
         return first
     ctx.note(f"on the first draw of the inputs {first.said(dtype)}; within the rule on a second draw (seed {seed}), "
