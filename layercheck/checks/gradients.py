@@ -61,7 +61,7 @@ from layercheck.numerics.second_looks import (
 )
 from layercheck.numerics.verdict import GRADIENT_TOLERANCE, judge
 from layercheck.parent.registry import check
-from layercheck.reference.per_dtype import SECOND_DRAW, Yardstick, autograd_yardstick, not_judged, other_function
+from layercheck.reference.per_dtype import Yardstick, autograd_yardstick, not_judged, other_function
 from layercheck.reference.precision import imprecise_backward
 from layercheck.sdk import (
     DTYPES,
@@ -77,6 +77,7 @@ from layercheck.sdk import (
     layer_failure,
     mismatch,
 )
+from layercheck.target.seeding import second_draw_seed
 
 # needs_input_grad compares a float32 backward with the same backward when more tensors
 # require grad: the same operations, so only a different summation order can separate them
@@ -525,7 +526,7 @@ def _confirmed(ctx: Context, ref: Reference, dtype: torch.dtype, first: Yardstic
     dtype] in reference/per_dtype.py)."""
     if not first.failed:
         return first
-    seed = ctx.seed * SECOND_DRAW[0] + SECOND_DRAW[1]
+    seed = second_draw_seed(ctx.seed)
     subject = fresh_layer(ctx, dtype, ref.beside)
     point = ctx.target.inputs(dtype, subject.device, seed=seed)
     low, high = lower_precision_run(ctx, ref, dtype, inputs=point)

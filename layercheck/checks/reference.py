@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from layercheck._sdk_internal import Run, Target
-from layercheck.reference.per_dtype import SECOND_DRAW
 from layercheck.reference.rule import Judged, judge, judge_float64
 from layercheck.reference.unwrapped import Seen, unwrapped_functions
 from layercheck.sdk import CheckFailed, CheckSkipped, Context, LayerRaised, Tolerance, check, forward_run
+from layercheck.target.seeding import second_draw_seed
 
 if TYPE_CHECKING:
     from layercheck.target.subject import Subject
@@ -87,7 +87,7 @@ def reference(ctx: Context) -> tuple[str, dict[str, Any]]:
                            "may draw differently: not judged", applies=True)
     if failed and dtype is not torch.float64:  # confirmed on a second draw (Note [a second draw in low precision])
         again = _built(ctx, dtype, "the layer")
-        seed = ctx.seed * SECOND_DRAW[0] + SECOND_DRAW[1]
+        seed = second_draw_seed(ctx.seed)
         second, _ = _judged(ctx, again, ctx.target.inputs(dtype, again.device, requires_grad=True, seed=seed), dtype, k)
         if not any(v.failing is not None for v in second):
             ctx.note(f"on the first draw of the inputs {_said(max(failed, key=lambda v: v.ratio), ctx.variant, k)}; "

@@ -28,6 +28,7 @@ from layercheck.parent.inputs import CAPTURED
 from layercheck.support.compare import all_finite, dtype_name, identical, nonfinite
 from layercheck.support.context import Context
 from layercheck.support.runs import cotangents
+from layercheck.target.seeding import second_draw_seed
 from layercheck.target.subject import Mode, Subject
 from layercheck.target.tensors import Outputs, backward_nodes
 
@@ -79,7 +80,7 @@ def _second_draw(ctx: Context, beside: bool) -> tuple[Subject, list[torch.Tensor
     if _elements(ctx, subject) > SECOND_DRAW_LIMIT:
         return None
     first = ctx.target.inputs(torch.float64)
-    fresh = ctx.target.inputs(torch.float64, seed=ctx.seed * 1_000_003 + 271_828)
+    fresh = ctx.target.inputs(torch.float64, seed=second_draw_seed(ctx.seed))
     return subject, [-x if _standard_normal(spec) and x.is_floating_point() else other
                      for spec, x, other in zip(ctx.target.specs, first, fresh)]
 

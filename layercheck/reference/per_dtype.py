@@ -14,7 +14,7 @@ import torch
 
 from layercheck.parent.errors import CheckError, CheckFailed, CheckSkipped, LayerRaised
 from layercheck.parent.registry import GRADIENTS
-from layercheck.reference.rule import Judged, judge
+from layercheck.reference.rule import Judged, judge, times
 from layercheck.reference.unwrapped import Seen, unwrapped_functions
 from layercheck.support.compare import dtype_name
 from layercheck.support.runs import forward_is_random, gradients
@@ -117,10 +117,9 @@ def _wide(x: torch.Tensor) -> torch.Tensor:
 #     on one draw in a few (zoo: good_higher_function in bfloat16, good_backward_own_table in
 #     float16, at seed 2). A backward that accumulates in the low dtype is past the rule at every
 #     draw (4 seeds of 4 in each dtype, 3.9-43x). So a failure is confirmed on a second draw of
-#     the inputs (the seed the float64 second draw takes) before it is reported: past the rule on
-#     both, it fails with the first draw's numbers; within it on the second, it passes, with a
-#     note that says so.
-SECOND_DRAW = (1_000_003, 271_828)  # the second draw's seed: seed * SECOND_DRAW[0] + SECOND_DRAW[1]
+#     the inputs (target/seeding.second_draw_seed, the float64 second look's) before it is
+#     reported: past the rule on both, it fails with the first draw's numbers; within it on the
+#     second, it passes, with a note that says so.
 
 
 @dataclass(frozen=True)
@@ -162,12 +161,8 @@ class Yardstick:
         return (f"judged against autograd's derivative of the same forward in {name} (the forward of "
                 f"{', '.join(self.functions)} run as plain PyTorch): the gradient of {worst.name} is {mine:.2g} "
                 f"({what}) from the float64 gradient, where autograd's own in {name} is {theirs:.2g} off: "
-                f"{_times(worst.ratio)} (allowed {self.k:g}x, and a floor of "
+                f"{times(worst.ratio)} (allowed {self.k:g}x, and a floor of "
                 f"{getattr(worst.allowed, measure) - self.k * theirs:.2g})")
-
-
-def _times(ratio: float) -> str:
-    return "infinitely worse" if ratio == float("inf") else f"{ratio:.1f}x"
 
 
 def autograd_yardstick(ctx: Context, subject: Subject, names: Sequence[str], low: Sequence[torch.Tensor | None],

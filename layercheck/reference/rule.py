@@ -87,11 +87,12 @@ class Judged:
         mine, theirs = self._pair(measure)
         what = "" if measure == "max_abs" else " relative (norm)"
         return (f"{self.name}: {mine:.2g}{what} from the float64 reference, where the reference itself in {dtype} "
-                f"is {theirs:.2g} off: {_times(self.ratio)} (allowed {k:g}x, and a floor of "
+                f"is {theirs:.2g} off: {times(self.ratio)} (allowed {k:g}x, and a floor of "
                 f"{getattr(self.allowed, measure) - k * theirs:.2g})")
 
 
-def _times(ratio: float) -> str:
+def times(ratio: float) -> str:
+    """A ratio as the messages say it ("5.9x", "infinitely worse")."""
     return "infinitely worse" if ratio == float("inf") else f"{ratio:.1f}x"
 
 

@@ -39,18 +39,24 @@ def build_model(factory: Any, args: Sequence[Any], kwargs: dict[str, Any], *, se
 
 def load_weights(model: nn.Module, path: Path) -> None:
     """Load a state_dict (or a checkpoint holding one under ``state_dict``). Raises UsageError."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise UsageError(f"--weights {path}: no such file") from None
-    except Exception as exc:
-        raise UsageError(f"--weights {path}: not a saved state_dict ({type(exc).__name__}: {exc})") from None
+    state = _saved(path, "--weights", "not a saved state_dict")
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     try:
         model.load_state_dict(state)
     except Exception as exc:
         raise UsageError(f"--weights {path}: does not fit the model: {str(exc).splitlines()[0]}") from None
+
+
+def _saved(path: Path, option: str, unreadable: str) -> Any:
+    """What ``torch.load`` reads from ``path`` (tensors only); a missing or unreadable file is one
+    UsageError naming ``option``."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path}: no such file") from None
+    except Exception as exc:
+        raise UsageError(f"{option} {path}: {unreadable} ({type(exc).__name__}: {exc})") from None
 
 
 def drawn_inputs(specs: Sequence[InputSpec], seed: int) -> tuple[list[Any], dict[str, Any]]:
@@ -62,12 +68,7 @@ def drawn_inputs(specs: Sequence[InputSpec], seed: int) -> tuple[list[Any], dict
 
 def read_inputs(path: Path) -> tuple[list[Any], dict[str, Any]]:
     """Saved sample inputs: a tensor, a tuple or list (positional), or a dict (keyword). Raises UsageError."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise UsageError(f"--inputs {path}: no such file") from None
-    except Exception as exc:
-        raise UsageError(f"--inputs {path}: cannot read it ({type(exc).__name__}: {exc})") from None
+    saved = _saved(path, "--inputs", "cannot read it")
     if isinstance(saved, torch.Tensor):
         return [saved], {}
     if isinstance(saved, (tuple, list)):
