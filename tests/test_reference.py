@@ -399,8 +399,26 @@ def test_a_float64_backward_computed_in_float32_fails_gradients_against_autograd
     assert max(result.details["autograd_relative_errors"].values()) > 1e-8
     assert failed_checks(run_zoo("good_float64_backward", only=("gradients:float64",))) == set()
     # without the yardstick (the code before it) finite differences pass the bug
-    monkeypatch.setattr(gradient_checks, "imprecise_backward", lambda ctx: None)
+    monkeypatch.setattr(gradient_checks, "imprecise_backward", lambda ctx, differences=None: None)
     report = run_zoo("gradients_float64_backward_in_float32", only=("gradients:float64",))
+    assert failed_checks(report) == set()
+
+
+def test_a_float64_backward_in_float32_behind_a_forward_autograd_cannot_follow_fails_against_what_differences_resolve(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from layercheck.checks import gradients as gradient_checks
+
+    report = run_zoo("gradients_float64_backward_float32_opaque_forward", only=("gradients:float64",))
+    (result,) = [r for r in report.results if r.check == "gradients"]
+    assert result.status.value == "failed"
+    assert "float64 gradients agree with float64 finite differences only to 1.1e-07 relative, where float64 finite " \
+           "differences resolve " in result.message
+    assert "every value of the gradients of input 0 and parameter 'w' is a float32 number" in result.message
+    assert result.details["differences_relative_error"] > 1e3 * result.details["differences_resolve"]
+    assert failed_checks(run_zoo("good_float64_backward_opaque_forward", only=("gradients:float64",))) == set()
+    # without the larger steps (the code before them) the check's own differences pass the bug
+    monkeypatch.setattr(gradient_checks, "resolved", lambda fd, verdict: None)
+    report = run_zoo("gradients_float64_backward_float32_opaque_forward", only=("gradients:float64",))
     assert failed_checks(report) == set()
 
 

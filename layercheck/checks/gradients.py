@@ -46,6 +46,7 @@ from layercheck.numerics.reference import (
     skip_if_not_differentiable,
     surrogate_slots,
 )
+from layercheck.numerics.resolution import resolved
 from layercheck.numerics.second_looks import (
     eval_reference,
     held_constant,
@@ -420,7 +421,7 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         details["left_out"] = left_out
     if verdict.passed:
         if ref.widened is None:  # Note [float64 backward precision]
-            imprecise = imprecise_backward(ctx)
+            imprecise = imprecise_backward(ctx, lambda: resolved(ref.fd, ref.verdict))
             if imprecise is not None:
                 raise CheckFailed(imprecise[0], **details, **imprecise[1])
         for note in dead_tensors(ctx, ref):

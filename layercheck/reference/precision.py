@@ -3,6 +3,7 @@ forward as the yardstick (Note [float64 backward precision])."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
 #     derivative is then no more precise), a Function whose forward autograd cannot follow, and
 #     surrogates by design (kept as Functions: what they give is the same on both sides).
 PRECISION = 1e-9
+
+# What float64 finite differences resolve, asked only where needed: (the gradient's relative
+# error against them, their resolution, the step), or None (numerics/resolution.py)
+Differences = Callable[[], "tuple[float, float, float] | None"]
 
 
 def _float32_values(t: torch.Tensor) -> bool:
@@ -80,10 +85,12 @@ class _LowerBackward(TorchDispatchMode):
 _LOWER = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def imprecise_backward(ctx: Context) -> tuple[str, dict[str, Any]] | None:
+def imprecise_backward(ctx: Context, differences: Differences | None = None) -> tuple[str, dict[str, Any]] | None:
     """Why the layer's float64 gradients are less precise than float64 (the message and its
-    details), judged against autograd's derivative of the same forward; None where they are as
-    precise, or where there is no such yardstick (Note [float64 backward precision])."""
+    details), judged against autograd's derivative of the same forward, or where autograd cannot
+    follow that forward against what float64 finite differences resolve (``differences``, Note
+    [what finite differences resolve] in numerics/resolution.py); None where they are as
+    precise, or where neither yardstick serves (Note [float64 backward precision])."""
     # on the runner's sample of the batch where it made one: a cast inside the backward is in every
     # observation, and autograd of the plain forward keeps what the hand-written one does not
     layer = ctx.fresh(torch.float64, sample=True)
@@ -95,17 +102,22 @@ def imprecise_backward(ctx: Context) -> tuple[str, dict[str, Any]] | None:
             return None  # no hand-written backward: autograd's is the layer's own
         with _LowerBackward() as low:  # a dispatch mode: a torch function mode does not reach a backward
             mine = gradients(ctx, layer, inputs, outputs)
+    except (LayerRaised, RuntimeError, TypeError, ValueError):
+        return None  # the finite differences have judged
+    try:
         other = ctx.fresh(torch.float64, sample=True)
         again = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
         with unwrapped_functions(seen), _LowerPrecision() as lower:
             outputs = Outputs.of(other.forward(again)).tensors
         theirs = gradients(ctx, other, again, outputs)
     except (LayerRaised, RuntimeError, TypeError, ValueError):
-        return None  # the yardstick cannot be made here; the finite differences have judged
+        return _against_differences(mine, low.seen, differences)  # autograd cannot follow the forward
     if lower.seen:
         return None  # the forward computes in a lower precision: autograd's derivative is no more precise
-    if not seen.unwrapped or seen.opaque:
-        return None
+    if seen.opaque:
+        return _against_differences(mine, low.seen, differences)
+    if not seen.unwrapped:
+        return None  # surrogates by design only
     worst: tuple[float, str] | None = None
     errors = {}
     for (name, grad), (_, expected) in zip(mine, theirs):
@@ -131,3 +143,29 @@ def imprecise_backward(ctx: Context) -> tuple[str, dict[str, Any]] | None:
             "backward computes in float32 inside (a .float(), a float32 constant)",
             {"autograd_relative_errors": errors, "autograd_tolerance": PRECISION})
 
+
+
+def _against_differences(mine: list[tuple[str, torch.Tensor | None]], low: str, differences: Differences | None,
+                         ) -> tuple[str, dict[str, Any]] | None:
+    """The float64 gradients of a hand-written backward whose forward autograd cannot follow,
+    held to what float64 finite differences resolve (Note [what finite differences resolve] in
+    numerics/resolution.py), where the backward shows float32 inside: a gradient whose every
+    value is a float32 number, or an operation of it that returned a lower dtype."""
+    cast = [name for name, grad in mine if grad is not None and grad.is_floating_point() and _float32_values(grad)]
+    if differences is None or not (cast or low):
+        return None
+    found = differences()  # (error, resolution, step)
+    if found is None or found[0] <= max(PRECISION, 10 * found[1]):
+        return None
+    error, resolution, step = found
+    named = " and ".join([", ".join(cast[:-1]), cast[-1]] if len(cast) > 1 else cast)
+    evidence = (f"every value of the gradient{'s' * (len(cast) > 1)} of {named} is a float32 number" if cast else
+                f"an operation of the backward returned {low} (cast back to float64 after)")
+    return (f"float64 gradients agree with float64 finite differences only to {error:.2g} relative, where "
+            f"float64 finite differences resolve {resolution:.1g} here (extrapolated from steps of "
+            f"{step:g}, {2 * step:g} and {4 * step:g} of each tensor's scale), and {evidence}: "
+            "the backward computes in float32 inside (a .float(), a float32 constant)? Autograd cannot follow the "
+            "forward (it works on detached tensors or outside PyTorch), so there is no autograd derivative to "
+            "compare with",
+            {"differences_relative_error": error, "differences_resolve": resolution,
+             "float32_gradients": cast, "autograd_tolerance": PRECISION})
