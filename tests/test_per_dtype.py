@@ -196,3 +196,36 @@ def test_a_failure_against_autograd_in_low_precision_is_confirmed_on_a_second_dr
     assert any("within the rule on a second draw" in note for note in confirmed.notes), confirmed.notes
     monkeypatch.setattr(gradients, "_confirmed", lambda ctx, ref, dtype, first: first)
     assert result().status.value == "failed"  # one draw alone: the false alarm
+
+
+# -- float64: values written into a float32 buffer in place ----------------------------------------
+
+
+def _dtypes(*args: str) -> tuple[int, dict[str, Any]]:
+    done = runner.invoke(app, ["run", *args, "--check", "dtype", "--format", "json", "--no-isolate", "--no-store"])
+    assert done.exit_code in (0, 1), done.output
+    (run,) = json.loads(done.stdout)["runs"]
+    return done.exit_code, {r["variant"]: r for r in run["results"] if r["check"] == "dtype"}
+
+
+def test_float64_values_written_into_a_float32_buffer_fail_dtype_float64() -> None:
+    code, results = _dtypes(str(ZOO / "dtype_float64_written_into_float32_buffer.py"), "--layout", "4,8:BC")
+    assert code == 1
+    failed = results["float64"]
+    assert failed["status"] == "failed" and results["float32"]["status"] == "passed"
+    assert failed["message"].startswith("with float64 inputs and layer, the layer writes float64 values into a "
+                                        "float32 tensor in place (aten.copy_ at ")
+    source = (ZOO / "dtype_float64_written_into_float32_buffer.py").read_text().splitlines()
+    line = next(number for number, text in enumerate(source, 1) if "out.copy_(" in text)
+    assert f"dtype_float64_written_into_float32_buffer.py:{line} in forward (out.copy_(" in failed["message"]
+    assert "so its float64 outputs and gradients are only float32-accurate" in failed["message"]
+    assert failed["details"]["operation"] == "copy_" and failed["details"]["written_into"] == "float32"
+    # the same buffer made in the input's dtype, and a cast written out (LLaMA's RMSNorm), pass
+    for correct, layout in (("good_float64_buffer_in_input_dtype", "4,8:BC"), ("good_grad_float32_inside", "4,16:BC")):
+        code, results = _dtypes(str(ZOO / f"{correct}.py"), "--layout", layout)
+        assert code == 0 and results["float64"]["status"] == "passed", results["float64"]["message"]
+
+
+def test_without_the_watch_the_silent_downcast_passes_as_it_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(precision.SilentDowncast, "_look", lambda self, func, args, kwargs: None)
+    assert failed_checks(run_zoo("dtype_float64_written_into_float32_buffer", only=("dtype",))) == set()

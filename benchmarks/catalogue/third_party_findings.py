@@ -92,6 +92,10 @@ FINDINGS: dict[tuple[str, str], str] = {
        for name in _MOES if not name.startswith("Granite")},
     ("memory-efficient-attention FlashAttention", "dtype[float64]"): _FLOAT32_ONLY,
     ("memory-efficient-attention FlashAttention causal", "dtype[float64]"): _FLOAT32_ONLY,
+    ("memory-efficient-attention CosineSimFlashAttention", "dtype[float64]"): (
+        "true: its row sums are made in the default dtype (torch.zeros((*q.shape[:-1], 1), device=device): float32) "
+        "and accumulated in place from float64 block sums (row_sums.add_): a float64 layer divides its output by "
+        "sums rounded to float32 silently (Note [silent downcasts])"),
     ("memory-efficient-attention CosineSimFlashAttention", "gradients[float64]"): (
         "a bug upstream: with more than one key bucket (buckets of 4 keys here, for 5 keys) its hand-written "
         "backward is wrong; torch.autograd.gradcheck agrees in float64 (with the default dtype set to float64, so "

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from layercheck._sdk_internal import Run, layer_is_float32
+from layercheck.reference.precision import SilentDowncast
 from layercheck.sdk import (
     DTYPES,
     FORWARD,
@@ -43,10 +46,18 @@ def dtype(ctx: Context) -> str:
     Usual causes: ``.float()`` in forward, a constant made with ``torch.ones(n)`` (float32)
     instead of ``x.new_ones(n)``, state stored with a fixed dtype. Fix: derive the type
     from the input (``dtype=x.dtype``, ``torch.ones_like``, ``x.new_*``).
+
+    In float64 it also fails a layer that writes float64 values into a lower-precision tensor
+    in place (``buf.copy_(y)``, ``buf[i] = y``, ``acc += y`` on a buffer made with
+    ``torch.zeros(n)``): PyTorch rounds them silently, and the float64 output is then only
+    float32-accurate although its type is right. A cast written out (``x.float()``, the
+    compute-in-float32 idiom of LLaMA's RMSNorm) is by design and passes.
     """
     want = DTYPES[ctx.variant]
-    predicted = _dtypes(_run(ctx, want, predict=True))  # only their types: its tensors go before forward's come
-    forwarded = _run(ctx, want, predict=False)
+    watching = SilentDowncast(want) if want is torch.float64 else contextlib.nullcontext()
+    with watching as downcast:  # Note [silent downcasts] in reference/precision.py
+        predicted = _dtypes(_run(ctx, want, predict=True))  # only their types: its tensors go before forward's come
+        forwarded = _run(ctx, want, predict=False)
     grads = [(f"gradient of {name}", g.dtype) for name, g in forwarded.grads if g is not None and g.is_floating_point()]
     trained = _dtypes(forwarded)
     groups = [
@@ -65,6 +76,15 @@ def dtype(ctx: Context) -> str:
                     f"with {ctx.variant} inputs and layer, {phase} {name} is {dtype_name(found)}",
                     phase=phase, tensor=name, expected=ctx.variant, actual=dtype_name(found),
                 )
+    if isinstance(downcast, SilentDowncast) and downcast.found is not None:
+        operation, lower, where = downcast.found
+        raise CheckFailed(
+            f"with float64 inputs and layer, the layer writes float64 values into a {lower} tensor in place "
+            f"(aten.{operation}{f' at {where}' if where else ''}): they are rounded to {lower} silently, so its "
+            f"float64 outputs and gradients are only {lower}-accurate. Usual cause: a buffer or accumulator made in "
+            "the default dtype (torch.zeros(n), torch.empty(...)) and filled from the input. Fix: make it in the "
+            "input's dtype (x.new_zeros(n), torch.zeros(n, dtype=x.dtype, device=x.device))",
+            operation=operation, written_into=lower, location=where)
     return f"{checked} output, gradient and state tensor(s) stay {ctx.variant}"
 
 

@@ -1,18 +1,22 @@
-"""A float64 hand-written backward held to float64 accuracy: autograd's derivative of the same
-forward as the yardstick (Note [float64 backward precision])."""
+"""float64 held to float64 accuracy: a hand-written backward against autograd's derivative of the
+same forward, or what float64 finite differences resolve (Note [float64 backward precision]), and
+float64 values written into a float32 tensor in place (Note [silent downcasts])."""
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from layercheck.parent.errors import LayerRaised
 from layercheck.reference.unwrapped import Seen, unwrapped_functions
 from layercheck.support.runs import gradients
+from layercheck.target.frames import is_user_file
 from layercheck.target.tensors import Outputs, custom_functions
 
 if TYPE_CHECKING:
@@ -169,3 +173,55 @@ def _against_differences(mine: list[tuple[str, torch.Tensor | None]], low: str, 
             "compare with",
             {"differences_relative_error": error, "differences_resolve": resolution,
              "float32_gradients": cast, "autograd_tolerance": PRECISION})
+
+
+# Note [silent downcasts]
+#     A float64 value written into a float32 tensor in place (``buf.copy_(x)``, ``buf[i] = x``,
+#     ``acc += x``, an ``out=`` argument) is rounded to float32 without a word: PyTorch casts
+#     within a kind silently. The float64 output that comes of it is float64 in type and float32
+#     in precision, and nothing else sees it (the dtype is right, and the gradient check takes the
+#     rounding for noise). Nobody writes it on purpose: the buffer or accumulator was made in the
+#     default dtype (``torch.zeros(n)``, ``torch.empty(...)``). A cast written out (``x.float()``,
+#     ``.to(torch.float32)``) is another matter: it is the idiom of LLaMA's and Gemma's RMSNorm
+#     (compute in at least float32 whatever the input), by design, and only noted. While the
+#     dtype check's float64 forward and backward run, a dispatch mode watches every operation
+#     that writes into one of its arguments (the schema's write annotations) for one that writes
+#     a float64 tensor's values into a lower floating dtype; a 0-d source written into a larger
+#     destination (a scalar fill) does not count.
+class SilentDowncast(TorchDispatchMode):
+    """The first operation that wrote ``dtype`` values into a lower floating dtype in place, as
+    ``(operation, its dtypes, the user's line)``; None while there is none."""
+
+    def __init__(self, dtype: torch.dtype = torch.float64) -> None:
+        super().__init__()
+        self.dtype = dtype
+        self.found: tuple[str, str, str | None] | None = None
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if self.found is None:
+            self._look(func, args, kwargs)
+        return func(*args, **kwargs)
+
+    def _look(self, func: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        written: list[Any] = []
+        read: list[Any] = []
+        for index, argument in enumerate(func._schema.arguments):
+            value = args[index] if index < len(args) else kwargs.get(argument.name)
+            alias = argument.alias_info
+            (written if alias is not None and alias.is_write else read).append(value)
+        eps = torch.finfo(self.dtype).eps
+        lower = [t for t in tree_leaves(written) if isinstance(t, torch.Tensor) and t.is_floating_point()
+                 and torch.finfo(t.dtype).eps > eps]
+        if not lower:
+            return
+        sources = [t for t in tree_leaves(read) if isinstance(t, torch.Tensor) and t.dtype == self.dtype
+                   and t.numel() > 0]
+        for low in lower:
+            if any(source.dim() > 0 or low.dim() == 0 for source in sources):
+                frames = [f for f in traceback.extract_stack() if is_user_file(f.filename)]
+                where = (f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}"
+                         + (f" ({frames[-1].line.strip()})" if frames[-1].line else "")) if frames else None
+                name = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
+                self.found = (name, str(low.dtype).removeprefix("torch."), where)
+                return
