@@ -3,8 +3,6 @@ check's tolerance (Note [what finite differences resolve])."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from layercheck.numerics.engine import _RICHARDSON_NOISE, FiniteDifferences
 from layercheck.numerics.probes import DifferentiableFunction, Probe
 from layercheck.numerics.verdict import Verdict
@@ -26,22 +24,13 @@ from layercheck.numerics.verdict import Verdict
 RESOLUTION_STEP = 1e-4
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """The worst direction's disagreement with the extrapolated differences and what they
-    resolve there, both relative to the gradient's size (the spread of its projections)."""
-
-    error: float
-    resolution: float
-    step: float = RESOLUTION_STEP
-
-
 def resolved(fd: FiniteDifferences[DifferentiableFunction], verdict: Verdict) -> tuple[float, float, float] | None:
     """The directions ``verdict`` measured, differenced at larger steps (Note [what finite
-    differences resolve]): (error, resolution, step) as :class:`Resolved`'s; None where a
-    direction is differenced on one side (near a bound of its domain) or over a region, which
-    this does not cover."""
-    worst: Resolved | None = None
+    differences resolve]): the worst direction's disagreement with the extrapolated differences,
+    what they resolve there (both relative to the gradient's size, the spread of its projections),
+    and the step; None where a direction is differenced on one side (near a bound of its domain)
+    or over a region, which this does not cover."""
+    worst: tuple[float, float, float] | None = None
     for comparison in verdict.comparisons:
         probe = comparison.probe
         if probe.region is not None or fd.inward(probe) or comparison.spread <= 0:
@@ -54,8 +43,8 @@ def resolved(fd: FiniteDifferences[DifferentiableFunction], verdict: Verdict) ->
         c1, c2, c4 = (central(k * RESOLUTION_STEP) for k in (1, 2, 4))
         first, second = (4 * c1 - c2) / 3, (4 * c2 - c4) / 3
         rounding = _RICHARDSON_NOISE * fd.noise_bound(RESOLUTION_STEP)
-        found = Resolved(abs(comparison.analytic - first) / comparison.spread,
-                         (abs(first - second) + rounding) / comparison.spread)
-        if worst is None or found.error > worst.error:
+        found = (abs(comparison.analytic - first) / comparison.spread,
+                 (abs(first - second) + rounding) / comparison.spread, RESOLUTION_STEP)
+        if worst is None or found[0] > worst[0]:
             worst = found
-    return None if worst is None else (worst.error, worst.resolution, worst.step)
+    return worst

@@ -148,7 +148,6 @@ def imprecise_backward(ctx: Context, differences: Differences | None = None) -> 
             {"autograd_relative_errors": errors, "autograd_tolerance": PRECISION})
 
 
-
 def _against_differences(mine: list[tuple[str, torch.Tensor | None]], low: str, differences: Differences | None,
                          ) -> tuple[str, dict[str, Any]] | None:
     """The float64 gradients of a hand-written backward whose forward autograd cannot follow,
@@ -190,7 +189,7 @@ def _against_differences(mine: list[tuple[str, torch.Tensor | None]], low: str, 
 #     destination (a scalar fill) does not count.
 class SilentDowncast(TorchDispatchMode):
     """The first operation that wrote ``dtype`` values into a lower floating dtype in place, as
-    ``(operation, its dtypes, the user's line)``; None while there is none."""
+    ``(the operation, the dtype written into, the user's line)``; None while there is none."""
 
     def __init__(self, dtype: torch.dtype = torch.float64) -> None:
         super().__init__()
