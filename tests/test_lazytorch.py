@@ -87,6 +87,7 @@ def test_a_deferred_dynamo_guard_is_torch_s_once_torch_dynamo_is_imported() -> N
 @pytest.mark.parametrize(("name", "args"), [
     ("guard_or_false", (True,)), ("guard_or_false", (False,)), ("guard_or_true", (False,)),
     ("guard_size_oblivious", (True,)), ("expect_true", (True,)), ("is_nested_int", (3,)),
+    ("statically_known_true", (True,)), ("statically_known_true", (False,)),
     ("has_guarding_hint", (3,)), ("guarding_hint_or_throw", (7,)), ("guarding_hint_or_throw", (True,)),
     ("sym_eq", ((1, 2), [1, 2])), ("sym_eq", ((1, 2), (1, 3))), ("sym_eq", ((1, 2), (1,))), ("sym_eq", (4, 4)),
     ("sym_eq", ([(1, 2), 3], ((1, 2), 3))), ("sym_eq", ((), [])),
