@@ -116,6 +116,13 @@ CASES: dict[str, tuple[Any, Arguments, set[str]]] = {
                     ALL - {"test_autograd_registration"}),
     "kernel_requires_grad": (_defined("grad_kernel", "(Tensor x) -> Tensor", lambda x: x * W,
                                       fake=torch.empty_like), X1, ALL - {"test_autograd_registration"}),
+    "arguments_share_storage": (_custom("tanh_w_shared", tanh_w, lambda x, w: torch.empty_like(x * w),
+                                                      _tanh_w_backward),
+                                lambda: ((x := torch.randn(3, 8), x[1]), {}), ALL),
+    "declared_view": (_defined("flat", "(Tensor(a) x) -> Tensor(a)", lambda x: x.view(-1),
+                               fake=lambda x: x.view(-1)), X1, ALL - {"test_autograd_registration"}),
+    "fake_forgets_the_view": (_defined("flat_wrong", "(Tensor(a) x) -> Tensor(a)", lambda x: x.view(-1),
+                                       fake=lambda x: x.new_empty(x.numel())), X1, {"test_schema"}),
     "fake_reads_a_constant": (_custom("reads_constant", double, lambda x: torch.empty_like(x) + C), X1,
                               ALL - {"test_faketensor"}),
 }

@@ -218,7 +218,7 @@ def _on_meta(t: torch.Tensor, storages: dict[int, torch.Tensor]) -> torch.Tensor
     """``t`` on ``meta``: its size, strides, storage offset and requires_grad, and a storage shared
     with every other argument that shares ``t``'s (as a fake mode's from_tensor keeps them)."""
     storage = t.untyped_storage()
-    key = storage.data_ptr() if storage.data_ptr() else id(storage)
+    key = storage._cdata  # the StorageImpl: one per storage, however many tensors view it
     if key not in storages:
         storages[key] = torch.empty(storage.nbytes(), dtype=torch.uint8, device="meta")
     base = storages[key]
