@@ -13,6 +13,7 @@ import warnings
 import pytest
 import torch
 from opcases import CASES, DEVICE_BRANCH
+from torch.utils._pytree import tree_map_only
 
 from layercheck.parent.result import Status
 from layercheck.support import optests
@@ -41,6 +42,21 @@ def test_the_short_way_passes_what_opcheck_passes_and_nothing_else(case: str, te
     assert theirs == (test in passing), f"opcheck's {test} on {case}: the case is not what it says"
     ours = optests.passes(test, op, args, kwargs)
     assert ours == (theirs and (case, test) not in LEFT_TO_OPCHECK)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("test", TESTS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_on_cuda_the_short_way_passes_what_opcheck_passes_and_nothing_else(case: str, test: str) -> None:
+    """The same on CUDA tensors (a meta output stands for one on the inputs' device; the
+    operators with a CPU kernel only fail there, both ways)."""
+    op, arguments, _ = CASES[case]
+    torch.manual_seed(0)
+    args, kwargs = arguments()
+    args, kwargs = tree_map_only(torch.Tensor, lambda t: t.detach().cuda().requires_grad_(t.requires_grad),
+                                 (args, kwargs))
+    theirs = _opcheck_passes(test, op, args, kwargs)
+    assert optests.passes(test, op, args, kwargs) == (theirs and (case, test) not in LEFT_TO_OPCHECK)
 
 
 def test_the_short_way_leaves_the_arguments_as_they_were() -> None:
