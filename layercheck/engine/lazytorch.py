@@ -270,7 +270,8 @@ class _PlainShapes(types.ModuleType):
         self._module: types.ModuleType | None = None
         # inspect.getmodule reads every module's __file__ (register_fake does, for the fake
         # kernel's source): the module's own, without importing it
-        self.__file__ = _symbolic_shapes_file()
+        if (file := _symbolic_shapes_file()) is not None:
+            self.__file__ = file
 
     def real(self) -> types.ModuleType:
         if self._module is None:
