@@ -87,6 +87,7 @@ def test_a_deferred_dynamo_guard_is_torch_s_once_torch_dynamo_is_imported() -> N
 @pytest.mark.parametrize(("name", "args"), [
     ("guard_or_false", (True,)), ("guard_or_false", (False,)), ("guard_or_true", (False,)),
     ("guard_size_oblivious", (True,)), ("expect_true", (True,)), ("is_nested_int", (3,)),
+    ("statically_known_true", (True,)), ("statically_known_true", (False,)),
     ("has_guarding_hint", (3,)), ("guarding_hint_or_throw", (7,)), ("guarding_hint_or_throw", (True,)),
     ("sym_eq", ((1, 2), [1, 2])), ("sym_eq", ((1, 2), (1, 3))), ("sym_eq", ((1, 2), (1,))), ("sym_eq", (4, 4)),
     ("sym_eq", ([(1, 2), 3], ((1, 2), 3))), ("sym_eq", ((), [])),
@@ -241,3 +242,22 @@ def test_lent_blocks_nest_take_the_short_ways_and_the_last_to_close_puts_torch_b
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok"]
+
+
+def test_inspect_getmodule_finds_modules_without_importing_symbolic_shapes() -> None:
+    """register_fake looks up the fake kernel's source with inspect.getmodule, which reads every
+    module's __file__: the stand-in has the module's own, and nothing is imported for it."""
+    code = textwrap.dedent("""
+        import inspect, sys
+        from layercheck.engine import lazytorch
+        lazytorch.install()
+        from torch.fx.experimental import symbolic_shapes  # the stand-in
+        import torch.library
+        # a code object of a file no module has: every module's __file__ is read
+        print(inspect.getmodule(compile("x = 1", "a_file_of_no_module.py", "exec")))
+        print(symbolic_shapes.__file__.endswith("torch/fx/experimental/symbolic_shapes.py"))
+        print(type(symbolic_shapes).__name__, "sympy" in sys.modules)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["None", "True", "_PlainShapes False"]

@@ -5,7 +5,9 @@ kernel, the autograd registration, AOT dispatch — but it does not compare grad
 differences: an operator whose registered backward is off by a factor of 2 passes every one of
 its tests. layercheck runs them as checks of their own, beside ``gradients`` and the rest, on
 the operator itself or on every custom operator a function or module calls, with the arguments
-that call gave it.
+that call gave it. The three default ones pass the short way where it passes, without opcheck's
+imports (layercheck/support/optests.py, Note [opcheck without its imports]); anything else is
+opcheck's verdict.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from layercheck._sdk_internal import failing
 from layercheck.sdk import CheckError, CheckFailed, CheckSkipped, Context, check
+from layercheck.support import optests
 
 # namespaces of PyTorch's own operators: what is not one of these is a custom operator
 _BUILTIN_NAMESPACES = {"aten", "prim", "prims", "_c10d_functional", "c10d", "profiler", "higher_order", "inductor",
@@ -149,9 +152,13 @@ def _opcheck(ctx: Context, test: str) -> str:
             raise CheckSkipped(f"{', '.join(unrecorded)}: called only where autograd does not record the call (inside "
                                "an autograd.Function's forward, under no_grad, or on tensors that need no gradient), "
                                "so no backward of its own is needed")
+    short: list[str] = []  # the operators whose pass the short way gave
     for call in found:
         # an operator called only where autograd does not record it is tested as it is called
         args, kwargs = (call.args, call.kwargs) if call.recorded else tree_map(_detached, (call.args, call.kwargs))
+        if optests.passes(test, call.op, args, kwargs):  # Note [opcheck without its imports]
+            short.append(call.name)
+            continue
         try:
             outcome = opcheck(call.op, args, kwargs, test_utils=[test], raise_exception=False)[test]
         except Exception as exc:  # opcheck itself broke on these arguments
@@ -166,10 +173,11 @@ def _opcheck(ctx: Context, test: str) -> str:
             raise CheckFailed(f"{call.name}: {why} (opcheck {test}: {first})" + (f". Fix: {fix}" if fix else ""),
                               operator=call.name, opcheck=test, error=text[-4000:])
     names = ", ".join(call.name for call in found)
+    how = " (as opcheck judges it, without opcheck's imports)" if len(short) == len(found) else ""
     if test == "test_autograd_registration" and unrecorded:
-        return (f"{names}: opcheck's {test} passes; not tested: {', '.join(unrecorded)}, called only where autograd "
-                "does not record the call")
-    return f"{names}: opcheck's {test} passes"
+        return (f"{names}: opcheck's {test} passes{how}; not tested: {', '.join(unrecorded)}, called only where "
+                "autograd does not record the call")
+    return f"{names}: opcheck's {test} passes{how}"
 
 
 def _detached(value: Any) -> Any:
@@ -183,9 +191,11 @@ def _detached(value: Any) -> Any:
     any_batch=True,
 )
 def op_schema(ctx: Context) -> str:
-    """Runs ``torch.library.opcheck``'s ``test_schema`` on the custom operator (or on every one
-    the layer calls): the operator must write only into the arguments its schema declares
-    (``mutates_args``) and return no alias of an input.
+    """Judges the custom operator (or every one the layer calls) by ``torch.library.opcheck``'s
+    ``test_schema``: the operator must write only into the arguments its schema declares
+    (``mutates_args``) and return no alias of an input. The test's ``SchemaCheckMode`` runs
+    without opcheck's imports (a second of CPU); where it does not pass, opcheck runs, and its
+    outcome is the verdict and the message.
 
     An undeclared mutation is invisible to torch.compile, functionalization and autograd: they
     reorder or drop the write, and results differ from eager. Fix: list the argument in
@@ -201,9 +211,13 @@ def op_schema(ctx: Context) -> str:
     any_batch=True,
 )
 def op_fake(ctx: Context) -> str:
-    """Runs ``torch.library.opcheck``'s ``test_faketensor``: the fake kernel registered with
+    """Judges by ``torch.library.opcheck``'s ``test_faketensor``: the fake kernel registered with
     ``register_fake`` (what torch.compile, export and meta tensors run) must give outputs of the
-    real kernel's size, dtype and strides.
+    real kernel's size, dtype, device, strides and aliasing. The fake kernel runs on ``meta``
+    tensors, compared with the real call as the test compares (no fake mode, which imports
+    ``torch._dynamo`` and sympy); where that does not pass (a difference, a kernel that asks
+    ``get_ctx()``), opcheck runs, and its outcome is the verdict and the message. Not seen
+    this way: a fake kernel that branches on its inputs' device (it sees ``meta``).
 
     A wrong fake kernel makes compiled and exported models allocate and plan for another
     output: they fail far from the operator, or compute garbage. Fix: make the fake kernel
@@ -219,7 +233,8 @@ def op_fake(ctx: Context) -> str:
     any_batch=True,
 )
 def op_autograd_registration(ctx: Context) -> str:
-    """Runs ``torch.library.opcheck``'s ``test_autograd_registration``: an operator called with
+    """Judges by ``torch.library.opcheck``'s ``test_autograd_registration`` (its lines, without
+    opcheck's imports; opcheck's own outcome where they do not pass): an operator called with
     tensors that require grad must have a backward registered (``register_autograd``).
 
     Without one, autograd either raises at backward or silently treats the operator as a

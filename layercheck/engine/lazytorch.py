@@ -268,6 +268,10 @@ class _PlainShapes(types.ModuleType):
     def __init__(self) -> None:
         super().__init__(_SYMBOLIC_SHAPES, "the plain-size answers of torch.fx.experimental.symbolic_shapes")
         self._module: types.ModuleType | None = None
+        # inspect.getmodule reads every module's __file__ (register_fake does, for the fake
+        # kernel's source): the module's own, without importing it
+        if (file := _symbolic_shapes_file()) is not None:
+            self.__file__ = file
 
     def real(self) -> types.ModuleType:
         if self._module is None:
@@ -297,6 +301,9 @@ class _PlainShapes(types.ModuleType):
     def expect_true(self, a: Any, skip: int = 0) -> Any:
         return a if type(a) is bool else self.real().expect_true(a, skip + 1)
 
+    def statically_known_true(self, x: Any) -> Any:  # torch._refs.pow asks it of its exponent
+        return x if type(x) is bool else self.real().statically_known_true(x)
+
     def is_nested_int(self, s: Any) -> bool:
         return False if not isinstance(s, torch.SymInt) else bool(self.real().is_nested_int(s))
 
@@ -318,6 +325,17 @@ class _PlainShapes(types.ModuleType):
         if type(x) is bool and all(type(y) is bool for y in others):
             return functools.reduce(operator.or_, others, x)
         return self.real().sym_or(x, *others)
+
+
+@functools.cache
+def _symbolic_shapes_file() -> str | None:
+    """Where symbolic_shapes' source is, found without importing it."""
+    import importlib.machinery
+
+    import torch.fx.experimental as experimental
+
+    spec = importlib.machinery.PathFinder.find_spec(_SYMBOLIC_SHAPES.rpartition(".")[2], list(experimental.__path__))
+    return spec.origin if spec is not None else None
 
 
 def _plain_sizes(x: Any) -> bool:
