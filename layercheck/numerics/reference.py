@@ -400,7 +400,8 @@ def judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.d
     widens = precision is None and fd.precision != torch.float64 and not fn.widen
     with skip_if_not_differentiable():
         try:
-            verdict = judge(fd, run.grads, tolerance)
+            # one direction where it agrees tightly (Note [one direction that agrees tightly] in numerics/verdict.py)
+            verdict = judge(fd, run.grads, tolerance, tight=True)
         except TooNoisy as exc:  # Note [widened islands]: no verdict at all at the island's step
             found = _widened(ctx, fn, run, str(exc)) if widens else None
             if found is None and traced.quantizers:
