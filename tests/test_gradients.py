@@ -144,6 +144,16 @@ def test_tolerance_override_from_the_command_line_and_the_spec(tmp_path: Path) -
     assert runner.invoke(app, ["run", str(spec), "--check", "gradients", "-q"]).exit_code == 0
 
 
+def test_gradients_float64_rests_on_one_direction_where_it_agrees_tightly() -> None:
+    # Note [one direction that agrees tightly] in numerics/verdict.py: the point, then one
+    # direction's two evaluations, where a wrong gradient takes both directions
+    found = results(run(bundled("srelu"), "24,24,20,16:SSCB", only=("gradients",)))
+    status, message, details = found["gradients[float64]"]
+    assert status == "passed" and len(details["directions"]) == 1 and details["evaluations"] == 3
+    assert details["directions"][0]["relative_error"] <= 1e-8
+    assert "along one random direction" in message and "a second direction would judge nothing more" in message
+
+
 def test_same_seed_same_result_other_seed_other_directions() -> None:
     def numbers(seed: int) -> list[float]:
         found = results(run(bundled("srelu"), "4,5,3,2:SSCB", seed=seed, only=("gradients",)))
