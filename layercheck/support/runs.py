@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from layercheck.parent.errors import CheckFailed
-from layercheck.parent.registry import SharedRun, Tolerance, readers_of
+from layercheck.parent.registry import SharedRun, Tolerance, get, readers_of
 from layercheck.support.compare import (
     ROUNDING,
     Allowance,
@@ -220,8 +220,9 @@ class FirstBatch:
 
 def first_batch_checkpoint(ctx: Context, subject: Subject) -> Checkpoint | None:
     """The fresh layer's state before predict_runs calls it, where a check will take the layer
-    after the call (Note [the layout's first batch]); None where none runs."""
-    return subject.checkpoint() if any(ctx.planned(reader) for reader in _FIRST_BATCH_READERS) else None
+    after the call (Note [the layout's first batch]); None where none runs or applies."""
+    taken = any(ctx.planned(reader) and get(reader).skip_reason(ctx.target) is None for reader in _FIRST_BATCH_READERS)
+    return subject.checkpoint() if taken else None
 
 
 def hand_over_first_batch(ctx: Context, subject: Subject, initial: Checkpoint | None,
