@@ -38,12 +38,16 @@ from layercheck.support.compare import (
     shared_nonfinite_zeroed,
 )
 from layercheck.support.runs import (
+    FIRST_BATCH,
     REQUIRES_GRAD_SWITCHED,
+    FirstBatch,
     Run,
     assert_same_unless_random,
     comparable,
     cotangents,
+    first_batch_checkpoint,
     forward_is_random,
+    hand_over_first_batch,
     input_change,
     layer_is_float32,
     output_names,
@@ -60,10 +64,12 @@ from layercheck.target.subject import Target
 from layercheck.target.tensors import custom_functions, tensors_in
 
 __all__ = [
+    "FIRST_BATCH",
     "FLOOR_SOURCE",
     "REQUIRES_GRAD_SWITCHED",
     "AllowanceFor",
     "CheckInfo",
+    "FirstBatch",
     "InputPath",
     "Point",
     "Run",
@@ -76,9 +82,11 @@ __all__ = [
     "custom_functions",
     "describe_shapes",
     "failing",
+    "first_batch_checkpoint",
     "forward_is_random",
     "full_float32",
     "gradient_norm_floor",
+    "hand_over_first_batch",
     "initialize",
     "input_change",
     "is_user_file",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import torch
@@ -129,3 +130,45 @@ def test_the_second_batch_size_differs_from_the_layouts(layout: str, phrase: str
     found = outcome(nn.Linear(5, 2), layout)
     assert found.status is Status.PASSED, found.message
     assert found.message == phrase
+
+
+class _CountsItsPredicts(nn.Module):
+    """Records the batch size of every predict-mode call (a class attribute: every copy's)."""
+
+    predicts: ClassVar[list[int]] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor(2.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            type(self).predicts.append(x.shape[0])
+        return x * self.scale
+
+
+def test_observations_goes_on_with_the_layer_predict_runs_called_on_the_layouts_batch() -> None:
+    # Note [the layout's first batch] in support/runs.py: the layout's batch is predicted once
+    # between the two checks, and observations still compares it with the other batch and
+    # single observations
+    _CountsItsPredicts.predicts = []
+    target = Target(_CountsItsPredicts, [Layout.parse("6,3:BC")], name="counts")
+    report = run_target(target, select(only=("predict_runs", "observations")))
+    statuses = {r.check: r.status for r in report.results}
+    assert statuses["predict_runs"] is Status.PASSED and statuses["observations"] is Status.PASSED
+    assert _CountsItsPredicts.predicts.count(6) == 1
+    assert 2 in _CountsItsPredicts.predicts and 1 in _CountsItsPredicts.predicts
+    # run alone, observations makes the call itself
+    _CountsItsPredicts.predicts = []
+    assert outcome(_CountsItsPredicts, "6,3:BC").status is Status.PASSED
+    assert _CountsItsPredicts.predicts.count(6) == 1
+
+
+def test_a_layer_that_keeps_its_first_batch_fails_observations_after_predict_runs_as_alone() -> None:
+    module = load_zoo("observations_mask_cached_at_first_batch")
+    target = Target(module.LAYER, [Layout.parse(text) for text in module.LAYOUTS], name="zoo")
+    after = [r for r in run_target(target, select(only=("predict_runs", "observations"))).results
+             if r.check == "observations"]
+    alone = outcome(module.LAYER, *module.LAYOUTS)
+    assert [r.status for r in after] == [Status.FAILED] and alone.status is Status.FAILED
+    assert after[0].message == alone.message

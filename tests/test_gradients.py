@@ -8,7 +8,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -142,6 +142,45 @@ def test_tolerance_override_from_the_command_line_and_the_spec(tmp_path: Path) -
     assert loose.exit_code == 0, loose.output
     spec = write_spec(tmp_path, "scaled.yaml", layer, "4,6,5:BCU", tolerance={"float64": 10.0, "float32": 10.0})
     assert runner.invoke(app, ["run", str(spec), "--check", "gradients", "-q"]).exit_code == 0
+
+
+def test_gradients_float64_rests_on_one_direction_where_it_agrees_tightly() -> None:
+    # Note [one direction that agrees tightly] in numerics/verdict.py: the point, then one
+    # direction's two evaluations, where a wrong gradient takes both directions
+    found = results(run(bundled("srelu"), "24,24,20,16:SSCB", only=("gradients",)))
+    status, message, details = found["gradients[float64]"]
+    assert status == "passed" and len(details["directions"]) == 1 and details["evaluations"] == 3
+    assert details["directions"][0]["relative_error"] <= 1e-8
+    assert "along one random direction" in message and "a second direction would judge nothing more" in message
+
+
+class _CountsItsForwards(nn.Module):
+    """Records the dtype of every training call on the layout's batch (a class attribute: every copy's)."""
+
+    forwards: ClassVar[list[torch.dtype]] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor(2.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and x.shape[0] == 6:
+            type(self).forwards.append(x.dtype)
+        return torch.tanh(x * self.scale)
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_backward_runs_takes_its_backward_from_forward_runs_call(double: bool) -> None:
+    # Note [the training forward handed over] in numerics/recording.py: one training call of a
+    # float32 layer between the two checks; a float64 layer's float32 run is a copy of its own
+    _CountsItsForwards.forwards = []
+    layer = _CountsItsForwards().double() if double else _CountsItsForwards
+    found = results(run_target(Target(layer, [Layout.parse("6,3:BC")], name="counts"),
+                               select(only=("forward_runs", "backward_runs"))))
+    assert [found[key][0] for key in ("forward_runs", "backward_runs")] == ["passed"] * 2
+    float32 = _CountsItsForwards.forwards.count(torch.float32)
+    assert float32 == (2 if double else 1), _CountsItsForwards.forwards
+    assert found["backward_runs"][1] == "gradients reach input 0 and parameter 'scale'"
 
 
 def test_same_seed_same_result_other_seed_other_directions() -> None:

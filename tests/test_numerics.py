@@ -12,7 +12,7 @@ from layercheck.numerics.engine import BASE_STEP, EPS64, FiniteDifferences, NotD
 from layercheck.numerics.functions import LayerFunction
 from layercheck.numerics.locate import diagnose
 from layercheck.numerics.probes import Probe, Region
-from layercheck.numerics.verdict import judge
+from layercheck.numerics.verdict import TIGHT, judge
 from layercheck.parent.layout import Layout
 from layercheck.target.subject import Target
 
@@ -63,6 +63,23 @@ def test_wrong_gradient_is_seen_with_its_size() -> None:
     verdict = judge(fd, scaled, 1e-6)
     assert not verdict.passed
     assert 1e-3 < verdict.worst.relative_error < 0.1
+
+
+def test_a_first_direction_that_agrees_tightly_settles_the_joint_verdict() -> None:
+    # Note [one direction that agrees tightly] in numerics/verdict.py
+    fd, grads = reference(Tanh, "4,5:BC")
+    tight = judge(fd, grads, 1e-6, tight=True)
+    assert tight.passed and len(tight.comparisons) == 1
+    assert tight.worst.relative_error <= TIGHT * 1e-6
+    assert len(judge(fd, grads, 1e-6).comparisons) == 2  # not asked: both directions
+    assert len(judge(fd, grads, 1e-6, slot=1, tight=True).comparisons) == 2  # one tensor's: its own two
+    # within the tolerance but not a hundredth of it: the second direction is taken, and judges
+    off = [g * (1 + 3e-7) for g in grads]
+    loose = judge(fd, off, 1e-6, tight=True)
+    assert TIGHT * 1e-6 < loose.comparisons[0].relative_error < 1e-6
+    assert len(loose.comparisons) == 2 and loose.passed
+    wrong = judge(fd, [g * 1.01 for g in grads], 1e-6, tight=True)
+    assert not wrong.passed and len(wrong.comparisons) >= 2
 
 
 def test_one_parameter_wrong_is_named_and_located_element_by_element() -> None:

@@ -6,7 +6,15 @@ from typing import Any
 
 import torch
 
-from layercheck._sdk_internal import describe_shapes, failing, path_allowance, path_tolerances, predict_is_random
+from layercheck._sdk_internal import (
+    FIRST_BATCH,
+    FirstBatch,
+    describe_shapes,
+    failing,
+    path_allowance,
+    path_tolerances,
+    predict_is_random,
+)
 from layercheck.sdk import (
     PREDICT,
     CheckFailed,
@@ -64,8 +72,11 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
     what depends on the batch from each call's input. A layer that takes only one batch size
     skips this check (``--skip observations``).
     """
-    subject = ctx.fresh()
-    initial = subject.checkpoint()
+    # the layer predict_runs called on the layout's batch, where it left it (Note [the layout's
+    # first batch] in support/runs.py): the same call, not made twice
+    kept: FirstBatch | None = ctx.take(FIRST_BATCH)
+    subject = ctx.fresh() if kept is None else kept.subject
+    initial = subject.checkpoint() if kept is None else kept.initial
     inputs = subject.inputs()
     dims = [layout.batch_dim for layout in ctx.layouts]
     size = next(x.shape[d] for x, d in zip(inputs, dims) if d is not None)
@@ -75,8 +86,11 @@ def observations(ctx: Context) -> tuple[str, dict[str, Any]]:
             for k, (x, d) in enumerate(zip(inputs, dims))]
     # the layout's batch first, as the layer was initialised for it; then the other size on the
     # same layer, as a user calls it (Note [the second batch])
-    with failing(f"a batch of {size} observations (the layout's)"):
-        at_size = predict_run(subject, inputs).outputs
+    if kept is not None:
+        at_size = kept.outputs
+    else:
+        with failing(f"a batch of {size} observations (the layout's)"):
+            at_size = predict_run(subject, inputs).outputs
     _start_again(subject, initial)
     try:
         at_other: list[torch.Tensor] | LayerRaised = predict_run(subject, _first(wide, dims, other)).outputs

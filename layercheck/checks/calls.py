@@ -9,7 +9,15 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from layercheck._sdk_internal import describe_shapes, forward_is_random, share_predict
+from layercheck._sdk_internal import (
+    describe_shapes,
+    first_batch_checkpoint,
+    forward_is_random,
+    hand_over_first_batch,
+    share_predict,
+)
+from layercheck.numerics.recording import training_forward
+from layercheck.numerics.reference import FLOAT32_READERS
 from layercheck.sdk import (
     EXACT,
     Allowance,
@@ -145,8 +153,10 @@ def predict_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     Fix: make predict (or forward in eval mode under ``torch.no_grad()``) take the layouts'
     inputs (the traceback shows where it raised)."""
     subject = ctx.fresh()
+    initial = first_batch_checkpoint(ctx, subject)  # Note [the layout's first batch] in support/runs.py
     out = _expect_tensors(subject.predict(subject.inputs()), "predict")
     share_predict(ctx, subject, out.tensors)  # the checks that read PREDICT need not call it again
+    hand_over_first_batch(ctx, subject, initial, out.tensors)
     return f"outputs {', '.join(describe_shapes(out.tensors))}", {"outputs": describe_shapes(out.tensors)}
 
 
@@ -161,8 +171,9 @@ def forward_runs(ctx: Context) -> tuple[str, dict[str, Any]]:
     whether the autograd graph contains a hand-written backward (an autograd.Function).
     Fix: make forward take the layouts' inputs in train mode (the traceback shows where it
     raised)."""
-    subject = ctx.fresh()
-    out = _expect_tensors(subject.forward(subject.inputs(requires_grad=True)), "forward")
+    # the float32 run's forward where that run follows (Note [the training forward handed over]
+    # in numerics/recording.py): the same call, not made twice
+    out = _expect_tensors(training_forward(ctx, FLOAT32_READERS), "forward")
     custom = custom_backward_nodes(out.tensors)
     ctx.fact("custom_backward", bool(custom))
     message = f"outputs {', '.join(describe_shapes(out.tensors))}"

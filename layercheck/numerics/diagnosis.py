@@ -105,8 +105,13 @@ def agreement(verdict: Verdict) -> str:
     tolerance, and the step and rounding noise a lower precision inside the layer asked for."""
     worst = verdict.worst
     allowed = f"tolerance {verdict.tolerance:g}" + (" plus rounding noise" if verdict.precision_limited else "")
-    text = (f"directional derivatives along {len(verdict.comparisons)} random directions agree with float64 "
-            f"finite differences (largest relative error {worst.relative_error:.1e}, {allowed})")
+    if len(verdict.comparisons) == 1:  # Note [one direction that agrees tightly] in numerics/verdict.py
+        text = (f"directional derivatives along one random direction agree with float64 finite differences within "
+                f"a hundredth of the {allowed} (relative error {worst.relative_error:.1e}): so tightly that a second "
+                "direction would judge nothing more")
+    else:
+        text = (f"directional derivatives along {len(verdict.comparisons)} random directions agree with float64 "
+                f"finite differences (largest relative error {worst.relative_error:.1e}, {allowed})")
     if verdict.retried:
         text += "; a first pair of directions crossed a kink, two fresh ones agree"
     if verdict.precision != torch.float64:

@@ -146,12 +146,12 @@ class LayerFunction:
 
     def call(self, values: Sequence[torch.Tensor | Moved] | None = None, *, requires: Sequence[bool] | None = None,
              around: Callable[[list[torch.Tensor]], AbstractContextManager[Any]] | None = None,
-             ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+             returned: list[Any] | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Run the training forward at ``values`` (the point by default), tensors flagged in
         ``requires`` requiring grad (all by default); ``around(slots)`` is entered around the
         layer's own call only (not around setting its inputs and parameters), given the tensors
         that stand for the slots. Returns the floating outputs and those tensors (input leaves,
-        then the parameters)."""
+        then the parameters); ``returned`` receives what the layer returned, as it is."""
         values = self.point if values is None else values
         requires = [True] * len(self) if requires is None else list(requires)
         self.subject.rewind(self.state)
@@ -187,6 +187,8 @@ class LayerFunction:
             holding = _Holding(self.held) if self.held is not None else nullcontext()
             with around(slots) if around is not None else nullcontext(), self._widening(), holding:
                 raw = self.subject.call(self.mode, inputs)
+            if returned is not None:
+                returned.append(raw)
             if isinstance(holding, _Holding) and not holding.matched():
                 self.held_matched = False
             tensors = Outputs.of(raw).tensors
@@ -229,13 +231,15 @@ class LayerFunction:
     def gradient(self, cotangents: Sequence[torch.Tensor | None] | Callable[[list[torch.Tensor]], list[torch.Tensor]],
                  *, requires: Sequence[bool] | None = None,
                  watch: Callable[[list[torch.Tensor]], AbstractContextManager[Any]] | None = None,
-                 around: Callable[[list[torch.Tensor]], AbstractContextManager[Any]] | None = None) -> Backprop:
+                 around: Callable[[list[torch.Tensor]], AbstractContextManager[Any]] | None = None,
+                 called: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None) -> Backprop:
         """One forward and backward at the point: the analytic gradient of sum_k <w_k, y_k> for
         every slot flagged in ``requires`` (None where autograd gives none, and for slots not
         flagged). ``cotangents`` has one entry per floating output (None leaves an output out),
         or makes them from the outputs. ``around(slots)`` is entered around the layer's call
         (see :meth:`call`), ``watch(outputs)`` around the backward. Raises LayerRaised (phase
-        "forward" or "backward")."""
+        "forward" or "backward"). ``called``: what :meth:`call` returned at the point with every
+        slot requiring grad, when that forward was made already (its backward is taken here)."""
         requires = [True] * len(self) if requires is None else list(requires)
         # a frozen parameter stays frozen through backward, as in training: a non-reentrant
         # checkpoint recomputes the forward there and refuses a graph that differs from its own
@@ -243,7 +247,7 @@ class LayerFunction:
         for (_, p), flag in zip(self.parameters, requires[len(self.input_slots):]):
             p.requires_grad_(flag)
         try:
-            outputs, leaves = self.call(requires=requires, around=around)
+            outputs, leaves = self.call(requires=requires, around=around) if called is None else called
             if self.cut:
                 _cut(outputs, self.cut)
             given = list(cotangents(outputs) if callable(cotangents) else cotangents)

@@ -17,7 +17,7 @@ from layercheck.numerics.trace import Trace, Tracing, trace
 from layercheck.parent.errors import LayerRaised
 from layercheck.support.compare import dtype_name
 from layercheck.support.context import Context
-from layercheck.support.runs import cotangents
+from layercheck.support.runs import cotangents, layer_is_float32
 from layercheck.target.subject import Subject
 from layercheck.target.tensors import custom_functions
 
@@ -200,12 +200,49 @@ def analytic_run(ctx: Context, subject: Subject, inputs: list[torch.Tensor] | No
 #     traced apart, as an untraced run's is).
 
 
-def _untraced(ctx: Context, fn: LayerFunction, *, traced: bool = False) -> Analytic:
-    """One forward and backward of ``fn`` as training runs it; ``traced``: its precision traced
-    by a forward of its own."""
+# Note [the training forward handed over]
+#     forward_runs calls the training forward of a fresh layer on the generated inputs; the
+#     gradient checks' float32 run (float32_run in numerics/reference.py), which backward_runs
+#     asks for next, begins with the very same call where the layer is float32 already (a fresh
+#     float32 copy of it is then the layer itself: the same constructor call, seed, values, inputs
+#     and random stream). So where backward_runs runs, forward_runs makes its call as the float32
+#     run's LayerFunction makes it and hands the function and the call's outputs over; the run
+#     takes its backward from there: one full-size forward fewer. As with Note [the layout's first
+#     batch] in support/runs.py, it is the same object after the same call, not a run deemed equal,
+#     so a layer that differs from call to call is seen as before. Elsewhere (a layer in another
+#     dtype, backward_runs not run, a run without forward_runs before it) each makes its own call.
+_HANDED = "layercheck.gradients.float32.forward"
+
+
+def training_forward(ctx: Context, readers: tuple[str, ...]) -> Any:
+    """forward_runs' call: what the training forward of a fresh layer returns on the generated
+    inputs, made as the float32 run makes it and handed over where one of ``readers`` (the float32
+    run's) will ask for that run (Note [the training forward handed over]). Raises LayerRaised."""
+    if not (any(ctx.planned(reader) for reader in readers) and layer_is_float32(ctx)):
+        subject = ctx.fresh()
+        return subject.forward(subject.inputs(requires_grad=True))
+    subject = ctx.fresh(torch.float32)
+    fn = LayerFunction(subject, subject.inputs(share=True))
+    returned: list[Any] = []
+    called = fn.call(returned=returned)
+    ctx.shared(_HANDED, lambda: (fn, called), readers=readers)
+    return returned[0]
+
+
+def handed_run(ctx: Context) -> Analytic | None:
+    """The float32 run's backward from forward_runs' call, where it was handed over (Note [the
+    training forward handed over]); None where it was not."""
+    handed = ctx.take(_HANDED)
+    return None if handed is None else _untraced(ctx, handed[0], called=handed[1])
+
+
+def _untraced(ctx: Context, fn: LayerFunction, *, traced: bool = False,
+              called: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None) -> Analytic:
+    """One forward and backward of ``fn`` as training runs it (``called``: its forward made
+    already); ``traced``: its precision traced by a forward of its own."""
     recorder = BackwardRecorder()
     try:
-        result = fn.gradient(lambda outputs: cotangents(ctx, outputs, copy=False), watch=recorder)
+        result = fn.gradient(lambda outputs: cotangents(ctx, outputs, copy=False), watch=recorder, called=called)
     except LayerRaised as exc:
         if exc.phase != "backward":
             raise

@@ -21,7 +21,7 @@ from layercheck.numerics.functions import Backprop, LayerFunction, held_rows
 from layercheck.numerics.locate import Finding, diagnose, size_names
 from layercheck.numerics.patterns import PATTERN_DRAWS
 from layercheck.numerics.probes import Probe
-from layercheck.numerics.recording import Analytic, KeptGradients, analytic_run
+from layercheck.numerics.recording import Analytic, KeptGradients, analytic_run, handed_run
 from layercheck.numerics.trace import Trace, Tracing, trace
 from layercheck.numerics.verdict import Verdict, judge
 from layercheck.parent.errors import CheckFailed, CheckSkipped, LayerRaised
@@ -34,7 +34,7 @@ from layercheck.target.subject import Subject
 
 # The checks that read the gradient check's shared runs (each holds full-size inputs, outputs
 # and gradients): once they have all run, the runner lets the runs go (Context.shared).
-_FLOAT32_READERS = ("backward_runs", "needs_input_grad", "finite")
+FLOAT32_READERS = ("backward_runs", "needs_input_grad", "finite")
 _FLOAT32_GRADIENTS = "layercheck.gradients.float32.gradients"  # what outlives the float32 run (KeptGradients)
 _GRADIENTS_READERS = ("backward_size", "gradients")
 FLOAT64_READERS = ("backward_size", "gradients", "gradgrad", "forward_ad")  # the float64 runs
@@ -47,12 +47,12 @@ def float32_run(ctx: Context) -> Analytic:
     are done: the run's inputs, outputs and cotangents can go before the float64 runs come."""
 
     def compute() -> Analytic:
-        analytic = analytic_run(ctx, ctx.fresh(torch.float32))
+        analytic = handed_run(ctx) or analytic_run(ctx, ctx.fresh(torch.float32))
         if analytic.result is not None:
             ctx.shared(_FLOAT32_GRADIENTS, lambda: KeptGradients.of(analytic), readers=_GRADIENTS_READERS)
         return analytic
 
-    return ctx.shared("layercheck.gradients.float32", compute, readers=_FLOAT32_READERS)
+    return ctx.shared("layercheck.gradients.float32", compute, readers=FLOAT32_READERS)
 
 
 def float32_gradients(ctx: Context) -> KeptGradients:
@@ -400,7 +400,8 @@ def judged(ctx: Context, fn: LayerFunction, run: Backprop, *, precision: torch.d
     widens = precision is None and fd.precision != torch.float64 and not fn.widen
     with skip_if_not_differentiable():
         try:
-            verdict = judge(fd, run.grads, tolerance)
+            # one direction where it agrees tightly (Note [one direction that agrees tightly] in numerics/verdict.py)
+            verdict = judge(fd, run.grads, tolerance, tight=True)
         except TooNoisy as exc:  # Note [widened islands]: no verdict at all at the island's step
             found = _widened(ctx, fn, run, str(exc)) if widens else None
             if found is None and traced.quantizers:

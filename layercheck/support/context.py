@@ -88,6 +88,12 @@ class Context:
                 self._readers[key] = frozenset(readers)
         return self._shared[key]
 
+    def take(self, key: Any) -> Any:
+        """A value shared for one reader, which takes it: it is no one's to read again (None when
+        no check left one under ``key``)."""
+        self._readers.pop(key, None)
+        return self._shared.pop(key, None)
+
     def use(self, run: SharedRun) -> None:
         """Assert that this check declared the shared run it is about to read (``uses=``): its
         prerequisites then gate this check, as they must."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from layercheck.parent.errors import CheckFailed
-from layercheck.parent.registry import SharedRun, Tolerance, readers_of
+from layercheck.parent.registry import SharedRun, Tolerance, get, readers_of
 from layercheck.support.compare import (
     ROUNDING,
     Allowance,
@@ -30,7 +30,7 @@ from layercheck.support.compare import (
 from layercheck.support.context import Context
 from layercheck.target.calling import backpropagate
 from layercheck.target.seeding import seeded, standard_normal
-from layercheck.target.subject import Subject
+from layercheck.target.subject import Checkpoint, Subject
 from layercheck.target.tensors import Outputs
 
 REQUIRES_GRAD_SWITCHED = "given without requires_grad, it requires grad after the call"
@@ -191,6 +191,46 @@ def share_predict(ctx: Context, subject: Subject, outputs: Sequence[torch.Tensor
     which ``subject`` just made (predict_runs), as the shared predict run: it is that run."""
     ctx.shared(("reference_predict", ctx.seed), lambda: predicted(subject, outputs, watch_inputs=True),
                readers=readers_of(PREDICT))
+
+
+# Note [the layout's first batch]
+#     predict_runs calls predict on a fresh layer and the generated inputs; observations begins
+#     with the very same call (a fresh layer from the same constructor call, initialisation and
+#     seed, the same inputs, predict mode, the target's random stream) and goes on calling that
+#     layer (Note [the second batch] in checks/batching.py). So where observations runs,
+#     predict_runs leaves it the layer, its state before the call and the call's outputs, and
+#     observations takes them instead of making the call again: one full-size forward fewer.
+#     It is a hand-over, not a cache of a run deemed identical: the same object after the same
+#     call, whatever the layer does from call to call (a random predict, a counter, a cache), so
+#     what observations sees is what it saw making the call itself. A check run without
+#     predict_runs before it in this process (a record from an earlier worker) makes the call.
+FIRST_BATCH = "first_batch"
+_FIRST_BATCH_READERS = ("observations",)
+
+
+@dataclass(frozen=True)
+class FirstBatch:
+    """A fresh layer after predict_runs' call (Note [the layout's first batch]): its state before
+    the call, and the call's outputs."""
+
+    subject: Subject
+    initial: Checkpoint
+    outputs: list[torch.Tensor]
+
+
+def first_batch_checkpoint(ctx: Context, subject: Subject) -> Checkpoint | None:
+    """The fresh layer's state before predict_runs calls it, where a check will take the layer
+    after the call (Note [the layout's first batch]); None where none runs or applies."""
+    taken = any(ctx.planned(reader) and get(reader).skip_reason(ctx.target) is None for reader in _FIRST_BATCH_READERS)
+    return subject.checkpoint() if taken else None
+
+
+def hand_over_first_batch(ctx: Context, subject: Subject, initial: Checkpoint | None,
+                          outputs: Sequence[torch.Tensor]) -> None:
+    """Leave the layer predict_runs called for the check that goes on calling it."""
+    if initial is not None:
+        ctx.shared(FIRST_BATCH, lambda: FirstBatch(subject, initial, [t.detach() for t in outputs]),
+                   readers=_FIRST_BATCH_READERS)
 
 
 def reference_forward(ctx: Context) -> Run:
