@@ -8,7 +8,9 @@ root), else absolute.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,10 +43,23 @@ def source_of(obj: Any) -> dict[str, Any] | None:
     """``{"file", "line"}`` of a class or function the user wrote; None for anything else."""
     try:
         file = inspect.getsourcefile(obj)
-        lines, line = inspect.getsourcelines(obj)
     except (OSError, TypeError):
         return None
     if file is None or not is_user_file(file):
+        return None
+    try:  # the same object, file and folder as last time: found once (inspect tokenizes the whole block)
+        found = _found(obj, file, Path(file).stat().st_mtime_ns, os.getcwd())
+    except (OSError, TypeError):  # a file gone, an object that cannot be a key
+        found = _found.__wrapped__(obj, file, 0, "")
+    return None if found is None else dict(found)
+
+
+@functools.lru_cache(maxsize=64)
+def _found(obj: Any, file: str, modified: int, cwd: str) -> dict[str, Any] | None:
+    """source_of's answer for ``obj``, defined in ``file`` as last ``modified``, shown from ``cwd``."""
+    try:
+        lines, line = inspect.getsourcelines(obj)
+    except (OSError, TypeError):
         return None
     # The line of ``def`` or ``class`` itself, below its decorators.
     line += next((i for i, text in enumerate(lines) if text.lstrip().startswith(("def ", "async def ", "class "))), 0)
