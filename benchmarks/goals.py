@@ -15,7 +15,9 @@ The figures:
 - ``worker``: the whole default suite on the bundled SReLU in a process made as the fork
   server makes its workers (``layercheck.engine.serve`` imported: torch, the checks); the first target
   of the process (cold), then warm ones, each as a multiple of one float64 forward+backward of
-  the layer measured right before it. At 24,24,20,128:SSCB and 48,48,20,128:SSCB.
+  the layer measured right before it. At 24,24,20,128:SSCB and 48,48,20,128:SSCB. Below the goals,
+  each warm ratio's two sides apart, in seconds of CPU: the suite, and its reference (which
+  moves with the page faults of fresh allocations far more than the suite does).
 - ``api``: ``layercheck.check_layer`` on SReLU in a fresh process that imported torch and
   layercheck: the first call, as a multiple of one float64 forward+backward measured after it.
 - ``gradients``: the ``gradients`` check's float64 and float32 variants against
@@ -129,7 +131,10 @@ def child_worker(repeat: int) -> dict[str, list[float]]:
     for _ in range(repeat):
         for name, layout in sizes.items():
             fb = _forward_backward(cls, layout)
-            figures.setdefault(f"worker warm {name}", []).append(suite(layout) / fb)
+            seconds = suite(layout)
+            figures.setdefault(f"worker warm {name}", []).append(seconds / fb)
+            figures.setdefault(f"suite seconds {name}", []).append(seconds)
+            figures.setdefault(f"reference seconds {name}", []).append(fb)
     return figures
 
 
@@ -286,6 +291,15 @@ def main() -> None:
         unit = UNITS[goal.key.split()[0]]
         holds = "yes" if values[0] <= goal.limit else "NO"
         print(f"{goal.text:<56}{unit:>15}{goal.limit:>8.1f}" + "".join(f"{v:>16.2f}" for v in values) + f"  {holds}")
+    # the warm ratios' two sides apart: the reference (one float64 forward+backward) moves with the
+    # page faults of fresh allocations far more than the suite does (45-81 ms at the small size)
+    for name, layout in (("small", SMALL), ("large", LARGE)):
+        for side, what in (("suite", "the warm suite"), ("reference", "its reference, one float64 f+b")):
+            key = f"{side} seconds {name}"
+            if key in figures[ROOT]:
+                values = [statistics.median(figures[tree][key]) if key in figures[tree] else float("nan")
+                          for tree in trees]
+                print(f"{what + ', ' + layout:<56}{'s of CPU':>15}{'':>8}" + "".join(f"{v:>16.3f}" for v in values))
 
 
 if __name__ == "__main__":
