@@ -4,7 +4,6 @@ float64 values written into a float32 tensor in place (Note [silent downcasts]).
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +15,7 @@ from torch.utils._pytree import tree_leaves
 from layercheck.parent.errors import LayerRaised
 from layercheck.reference.unwrapped import Seen, unwrapped_functions
 from layercheck.support.runs import gradients
-from layercheck.target.frames import is_user_file
+from layercheck.target.frames import calling_user_frame
 from layercheck.target.tensors import Outputs, custom_functions
 
 if TYPE_CHECKING:
@@ -218,9 +217,6 @@ class SilentDowncast(TorchDispatchMode):
                    and t.numel() > 0]
         for low in lower:
             if any(source.dim() > 0 or low.dim() == 0 for source in sources):
-                frames = [f for f in traceback.extract_stack() if is_user_file(f.filename)]
-                where = (f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}"
-                         + (f" ({frames[-1].line.strip()})" if frames[-1].line else "")) if frames else None
                 name = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
-                self.found = (name, str(low.dtype).removeprefix("torch."), where)
+                self.found = (name, str(low.dtype).removeprefix("torch."), calling_user_frame())
                 return

@@ -84,6 +84,17 @@ def user_frame(exc: BaseException) -> str | None:
         for match in _FRAME.finditer(str(link)):
             code = match["code"] or match["next"] or ""
             found.append((match["file"], match["line"], match["name"], code.strip().strip("^~ ")))
+    return _deepest(found)
+
+
+def calling_user_frame() -> str | None:
+    """The deepest line of the user's code on the current stack, as :func:`user_frame` writes it
+    (``file:line in name (code)``); None when no frame is the user's."""
+    return _deepest([(f.filename, str(f.lineno), f.name, (f.line or "").strip()) for f in traceback.extract_stack()])
+
+
+def _deepest(found: list[tuple[str, str, str, str]]) -> str | None:
+    """The last of the (file, line, name, code) frames that is the user's, written out."""
     mine = [f for f in found if is_user_file(f[0])]
     if not mine:
         return None
