@@ -3,7 +3,7 @@ check's tolerance (Note [what finite differences resolve])."""
 
 from __future__ import annotations
 
-from layercheck.numerics.engine import _RICHARDSON_NOISE, FiniteDifferences
+from layercheck.numerics.engine import RICHARDSON_NOISE, FiniteDifferences
 from layercheck.numerics.probes import DifferentiableFunction, Probe
 from layercheck.numerics.verdict import Verdict
 
@@ -42,7 +42,7 @@ def resolved(fd: FiniteDifferences[DifferentiableFunction], verdict: Verdict) ->
 
         c1, c2, c4 = (central(k * RESOLUTION_STEP) for k in (1, 2, 4))
         first, second = (4 * c1 - c2) / 3, (4 * c2 - c4) / 3
-        rounding = _RICHARDSON_NOISE * fd.noise_bound(RESOLUTION_STEP)
+        rounding = RICHARDSON_NOISE * fd.noise_bound(RESOLUTION_STEP)
         found = (abs(comparison.analytic - first) / comparison.spread,
                  (abs(first - second) + rounding) / comparison.spread, RESOLUTION_STEP)
         if worst is None or found[0] > worst[0]:
