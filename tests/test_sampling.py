@@ -52,8 +52,8 @@ def test_checks_that_do_not_depend_on_the_batch_run_on_two_observations_and_say_
     (run,) = report.runs
     ran = [r for r in run.results if r.status.value != "skipped"]
     sampled = {r.check for r in ran if r.details.get("sample") == {"observations": 2, "batch": 6}}
-    assert {"needs_input_grad", "backward_pure", "grad_output", "dtype", "copy"} <= sampled
-    assert not sampled & {"predict_runs", "backward_runs", "gradients", "finite", "observations", "deterministic"}
+    assert {"needs_input_grad", "backward_pure", "grad_output", "dtype", "copy", "deterministic"} <= sampled
+    assert not sampled & {"predict_runs", "backward_runs", "gradients", "finite", "observations"}
     assert sampled == {r.check for r in ran if get(r.check).any_batch}
     needs = next(r for r in ran if r.check == "needs_input_grad")
     assert needs.message.endswith("(on 2 of the batch's 6 observations)")

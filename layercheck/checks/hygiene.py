@@ -88,6 +88,7 @@ def input_unchanged(ctx: Context) -> str:
     "deterministic",
     title="identical copies give bit-identical predict outputs for the same input",
     uses=(PREDICT,),
+    any_batch=True,  # random draws at prediction are the layer's logic, at any batch size
 )
 def deterministic(ctx: Context) -> str:
     """Predicts with two identical copies of the layer on the same input, their random
