@@ -31,7 +31,8 @@ class Target(Protocol):
     def positional(self) -> tuple[Layout, ...]: ...
 
     def inputs(self, dtype: torch.dtype = ..., device: torch.device | str | None = ..., *,
-               requires_grad: bool = ..., seed: int | None = ..., share: bool = ...) -> list[torch.Tensor]: ...
+               requires_grad: bool = ..., seed: int | None = ..., share: bool = ...,
+               observations: int | None = ...) -> list[torch.Tensor]: ...
 
     def split(self, inputs: Sequence[Any]) -> tuple[list[Any], dict[str, Any]]: ...
 
@@ -104,9 +105,7 @@ def initialises_on_first_call(layer: nn.Module, target: Target) -> bool:
         probe = copy.deepcopy(layer)
     except Exception:
         return False
-    inputs = [x if spec.layout.batch_dim is None
-              else x.narrow(spec.layout.batch_dim, 0, min(_PROBE_OBSERVATIONS, x.shape[spec.layout.batch_dim]))
-              for spec, x in zip(target.specs, target.inputs(torch.float32))]
+    inputs = target.inputs(torch.float32, observations=_PROBE_OBSERVATIONS)
 
     def values() -> list[torch.Tensor]:
         return [p.detach().clone() for p in probe.parameters()]

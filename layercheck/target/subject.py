@@ -251,18 +251,24 @@ class Target:
         return tuple(spec.layout for spec in self.specs if spec.name is None)
 
     def base_inputs(self, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None, *,
-                    seed: int | None = None, share: bool = False) -> list[torch.Tensor]:
+                    seed: int | None = None, share: bool = False, observations: int | None = None,
+                    ) -> list[torch.Tensor]:
         """The generated inputs, one per input spec, as new tensors on ``device`` (the target's
         own, ``--on``, by default): floating ones that follow the check's dtype in ``dtype``,
         the others in their own dtype. ``seed`` draws another set of inputs, each as its spec
         says. ``share``: the inputs that take a gradient are the drawn tensors themselves where
-        they already have that dtype and device (not copies: read-only, see :meth:`inputs`)."""
+        they already have that dtype and device (not copies: read-only, see :meth:`inputs`).
+        ``observations``: only the batch's first few, in those inputs that have a B dimension
+        (cut before they are copied)."""
         if seed is not None:
             drawn = [draw(spec, seed + index) for index, spec in enumerate(self.specs)]
         else:
             if self._base_inputs is None:
                 self._base_inputs = [draw(spec, self.seed * 1_000_003 + i) for i, spec in enumerate(self.specs)]
             drawn = self._base_inputs
+        if observations is not None:
+            drawn = [x if (dim := spec.layout.batch_dim) is None else x.narrow(dim, 0, min(observations, x.shape[dim]))
+                     for spec, x in zip(self.specs, drawn)]
         device = self.home if device is None else device
         return [x.to(device=device, dtype=input_dtype(spec, dtype), copy=not (share and spec.takes_grad))
                 for spec, x in zip(self.specs, drawn)]
@@ -275,16 +281,18 @@ class Target:
         requires_grad: bool = False,
         seed: int | None = None,
         share: bool = False,
+        observations: int | None = None,
     ) -> list[torch.Tensor]:
         """Fresh copies of the generated inputs (leaf tensors); with ``requires_grad``, those
         that take a gradient (floating, not declared constant) require it; ``seed`` draws
         another set. ``share`` (not with ``requires_grad``): those that take a gradient may be
         the tensors every check's inputs are copied from, to be read and never written or
         handed to a layer (a LayerFunction's point, which it copies for each call); the
-        others are copies still. One full-size copy fewer at production sizes."""
+        others are copies still. One full-size copy fewer at production sizes.
+        ``observations``: the batch's first few only (see :meth:`base_inputs`)."""
         if share and requires_grad:
             raise ValueError("shared inputs cannot require grad: they are read-only")
-        xs = self.base_inputs(dtype, device, seed=seed, share=share)
+        xs = self.base_inputs(dtype, device, seed=seed, share=share, observations=observations)
         if requires_grad:
             for spec, x in zip(self.specs, xs):
                 if spec.takes_grad:
