@@ -438,7 +438,9 @@ def _judge_float64(ctx: Context, ref: Reference) -> tuple[str, dict[str, Any]]:
         if verdict.precision != torch.float64:
             low = dtype_name(verdict.precision)
             spectrum = " or a complex64 spectrum (torch.cfloat)" if verdict.precision == torch.float32 else ""
-            ctx.note(f"the layer computes in {low} inside even in float64 (a .float(), a {low} constant{spectrum}): "
+            # a float64 forward whose backward alone computes lower (seen by the traced run)
+            part = "its backward" if ref.trace.lowest == verdict.precision != ref.trace.forward_lowest else "the layer"
+            ctx.note(f"{part} computes in {low} inside even in float64 (a .float(), a {low} constant{spectrum}): "
                      "its float64 gradients are as precise as that allows, and the gradient check was done at that "
                      "precision")
         if ref.widened is not None:

@@ -81,6 +81,7 @@ class Trace:
     # fake quantisation (quantisation-aware training): operations whose output is piecewise constant
     # in their input and whose backward is a straight-through estimate by definition
     quantizers: tuple[str, ...] = ()
+    forward_lowest: torch.dtype = torch.float64  # the lowest among those the forward computed
 
 
 def trace(fn: LayerFunction) -> Trace:
@@ -132,7 +133,8 @@ class Tracing:
         self._recorder = _Recorder()
         return Trace(recorder.lowest, tuple(dict.fromkeys(recorder.stopped_uses)),
                      tuple(dict.fromkeys(recorder.straight_through)), tuple(recorder.surrogates),
-                     recorder.smooth_detaches, tuple(recorder.detached_extrema), tuple(recorder.quantizers))
+                     recorder.smooth_detaches, tuple(recorder.detached_extrema), tuple(recorder.quantizers),
+                     recorder.forward_lowest)
 
 
 @contextlib.contextmanager
@@ -174,6 +176,7 @@ class _Recorder(TorchDispatchMode):
         self.tainted = _Storages()  # value: True
         self.forward = False  # in the layer's forward (else its backward)
         self.lowest = torch.float64
+        self.forward_lowest = torch.float64
         self.explicit_no_grad = False
         self.stopped: set[int] = set()  # computed from the inputs under an explicit no_grad
         self.held: list[torch.Tensor] = []  # those tensors, kept alive so no other reuses their memory
@@ -221,6 +224,9 @@ class _Recorder(TorchDispatchMode):
                     # a piecewise-constant value (float32 spikes) does not move under a step: exact
                     if torch.finfo(t.dtype).eps > torch.finfo(self.lowest).eps and not self._constant(t):
                         self.lowest = t.dtype.to_real()  # a complex64 spectrum computes in float32
+                    if (self.forward and torch.finfo(t.dtype).eps > torch.finfo(self.forward_lowest).eps
+                            and not self._constant(t)):
+                        self.forward_lowest = t.dtype.to_real()
         return out
 
     def _follow_steps(self, name: str, inputs: list[torch.Tensor], tainted: list[torch.Tensor], out: Any,
