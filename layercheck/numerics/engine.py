@@ -547,7 +547,6 @@ class FiniteDifferences(Generic[F_co]):
         residual = down - 2 * up + base if self.inward(probe) else up + down - 2 * base
         return float(residual.abs().sum()) <= STABLE * magnitude  # NaN: asked again by an evaluation
 
-
     # -- comparing ---------------------------------------------------------------------------
 
     def spread(self, probe: Probe, grads: Sequence[torch.Tensor | None]) -> float:
