@@ -49,6 +49,7 @@ from layercheck.sdk import (
     reference_forward,
     reference_predict,
 )
+from layercheck.target.seeding import second_draw_seed
 
 
 @check(
@@ -320,17 +321,10 @@ def _rounding_only(ctx: Context, run: SharedRun, path: InputPath, names: list[st
     """Why the float32 difference between the layouts is rounding, or None when it may not be."""
     if not any(t.dtype == torch.float32 for t in expected):
         return None
-    try:
-        runs = []
-        for along in (None, path):
-            subject = ctx.fresh(torch.float64)
-            runs.append(run_along(ctx, run, subject, subject.inputs(), along))
-    except LayerRaised:
+    float64 = _both_layouts(ctx, run, path, torch.float64)
+    if float64 is None:
         return None
-    if run is FORWARD:
-        names64, at_home, moved = comparable(*runs)
-    else:
-        names64, at_home, moved = output_names(runs[0].outputs), list(runs[0].outputs), list(runs[1].outputs)
+    names64, at_home, moved = float64
     exact = dict(zip(names64, at_home))
     try:
         assert_close(at_home, moved, names=names64, allowance=path_allowance(ctx), what="float64 layouts")
@@ -350,16 +344,66 @@ def _rounding_only(ctx: Context, run: SharedRun, path: InputPath, names: list[st
                              allowance=path_allowance(ctx), what=name)
             except CheckFailed:
                 imprecise.append(name)
-    if not imprecise:
-        return None
-
     def shown(found: list[str]) -> str:
         return ", ".join(found[:2]) + (f" and {len(found) - 2} more" if len(found) > 2 else "")
+
+    if not imprecise:
+        return _a_kink_crossed(ctx, run, path, shown(differing))
 
     return (f"in float64 the two layouts agree, and the layer computes imprecisely in float32 at these sizes even "
             f"with contiguous inputs ({shown(imprecise)} off the float64 values beyond float32's tolerance): the "
             f"float32 differences between the layouts ({shown(differing)}) are its amplified rounding, which the "
             "measured rounding floor missed (a normalisation over few values?)")
+
+
+def _both_layouts(ctx: Context, run: SharedRun, path: InputPath, dtype: torch.dtype, *, seed: int | None = None,
+                  ) -> tuple[list[str], list[torch.Tensor], list[torch.Tensor]] | None:
+    """The run's names and values with contiguous inputs and with inputs along ``path``, in
+    ``dtype`` (``seed``: on another draw of the inputs); None where the layer raises."""
+    try:
+        runs = []
+        for along in (None, path):
+            subject = ctx.fresh(dtype)
+            inputs = subject.inputs() if seed is None else ctx.target.inputs(dtype, subject.device, seed=seed)
+            runs.append(run_along(ctx, run, subject, inputs, along))
+    except LayerRaised:
+        return None
+    if run is FORWARD:
+        return comparable(*runs)
+    return output_names(runs[0].outputs), list(runs[0].outputs), list(runs[1].outputs)
+
+
+def _a_kink_crossed(ctx: Context, run: SharedRun, path: InputPath, differing: str) -> str | None:
+    """Note [a kink crossed in one layout]: why a float32 difference between the layouts that
+    float64 does not show is the rounding of one draw's values, or None when another draw shows
+    it too."""
+    again = _both_layouts(ctx, run, path, torch.float32, seed=second_draw_seed(ctx.seed))
+    if again is None:
+        return None
+    names, at_home, moved = again
+    try:
+        assert_close(at_home, moved, names=names, allowance=path_allowance(ctx, run, path=path),
+                     what="float32 layouts on another draw")
+    except CheckFailed:
+        return None
+    return (f"in float64 the two layouts agree, and on another draw of the inputs they agree in float32 too: the "
+            f"float32 difference on the first draw ({differing}) is the layer's rounding putting a value on the other "
+            "side of a kink (a ReLU's zero) in one layout, not the layout")
+
+
+# Note [a kink crossed in one layout]
+#     A value of the layer that sits within float32's rounding of a kink makes the two layouts
+#     differ in float32 by a whole slope where their kernels round it differently: MONAI's
+#     SEResNetBottleneck at 16,8,24,24 (sampled to 14 observations) has its last ReLU's input at
+#     8.5e-7 in one element, within float32's rounding of zero, and the layouts' float32 kernels
+#     put it on either side: the gradient of the input then differs by up to 0.9 over the 3x3
+#     neighbourhood and 8 channels behind it (48 elements), while float64 agrees to 2e-15 and the
+#     contiguous float32 run is accurate (the rounding floor's two roundings crossed it in
+#     neither layout, so they did not cover it). Such a
+#     crossing is a coincidence of one draw's values; a layout bug in a float32-only kernel is not,
+#     and shows on another draw too. So where float64 agrees and the contiguous float32 run is
+#     accurate, the float32 layouts are compared again on the second draw of the inputs: agreeing
+#     there, the check passes with a note.
 
 
 def _failing_with(label: str) -> AbstractContextManager[None]:
