@@ -4,8 +4,12 @@ with one bug planted in one layer by build(bug=...)."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,6 +93,26 @@ def build_exploding() -> nn.Module:
     return Holder()
 
 
+class Crashes(nn.Module):
+    def forward(self, x):
+        ctypes.string_at(0)  # native code that reads address 0: a segmentation fault
+        return x
+
+
+class Hangs(nn.Module):
+    def forward(self, x):
+        time.sleep(600)
+        return x
+
+
+def build_crashing() -> nn.Module:
+    return nn.Sequential(nn.Linear(4, 4), Crashes())
+
+
+def build_hanging() -> nn.Module:
+    return nn.Sequential(nn.Linear(4, 4), Hangs())
+
+
 def test_a_forward_that_raises_names_the_module_path_and_removes_the_hooks() -> None:
     model = Holder()
     with pytest.raises(ForwardRaised, match=r"raised in inner\.1 \(Explodes\): ValueError: shape mismatch") as info:
@@ -103,6 +127,38 @@ def test_cli_forward_that_raises_is_exit_1_naming_the_path() -> None:
     assert result.exit_code == 1
     assert "raised in inner.1 (Explodes): ValueError: shape mismatch in my layer" in result.output
     assert "Traceback" in result.output
+
+
+@pytest.mark.parametrize("model, says", [
+    ("build_crashing", "was killed by signal SIGSEGV (a segmentation fault"),
+    ("build_hanging", "timed out after 1 s while building the model and running its sample forward"),
+])
+def test_a_forward_that_crashes_or_hangs_is_exit_1_not_a_crash_of_the_command(model: str, says: str) -> None:
+    # Note [a scan surveys its model in the worker that checks it]: before, the command died with
+    # the segfault, without a word, and hung with the forward
+    result = invoke("scan", f"{Path(__file__)}:{model}", "--input", "2,4:BC", "--timeout", "1")
+    assert result.exit_code == 1, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith(f"layercheck: error: {Path(__file__)}:{model}: "), result.output
+    assert says in last, result.output
+
+
+def test_the_command_imports_no_torch_and_no_model_in_its_own_process(tmp_path: Path) -> None:
+    probe = ("import sys\nfrom layercheck.cli.commands import app\n"
+             "try:\n    app(sys.argv[1:], prog_name='layercheck')\n"
+             "except SystemExit as exc:\n    print('exit', exc.code)\n"
+             "print('imported:', 'torch' in sys.modules, 'tests.scan_models.tiny_lm' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe, "scan", TINY, *INPUTS, "--check", "signatures", "--no-store",
+                           "--write-specs", str(tmp_path)], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.stdout.splitlines()[-2:] == ["exit 0", "imported: False False"], done.stdout + done.stderr
+    assert len(list(tmp_path.glob("*.yaml"))) == 7  # the survey wrote the specs, in the worker
+
+
+def test_no_isolate_surveys_and_checks_in_the_command_process() -> None:
+    result = invoke("scan", TINY, *INPUTS, "--check", "signatures", "--no-isolate")
+    assert result.exit_code == 0, result.output
+    assert "model scan: 7 kinds of layer (16 calls): 7 passed" in result.output
 
 
 @pytest.mark.parametrize("args, message", [

@@ -53,7 +53,10 @@ from layercheck.store import keeping
 from layercheck.store.settings import DEFAULT_SECONDS as DEFAULT_EXPLORE_SECONDS
 
 if TYPE_CHECKING:
+    from layercheck.parent.isolation import Ahead
     from layercheck.parent.plan import Options, TargetPlan
+    from layercheck.scan.command import Prepared
+    from layercheck.scan.modelspec import ModelSpec
 
 # click's exceptions, as the typer installed has them (typer 0.29 carries its own click): found
 # from the public typer.BadParameter's ancestors rather than imported from either.
@@ -264,7 +267,8 @@ def run(
         else:
             from layercheck.parent import isolation  # the workers import torch; this process does not
 
-            report = isolation.run(plans, options, jobs=jobs or os.cpu_count() or 1, progress=progress)  # type: ignore[arg-type]
+            report = isolation.run(plans, options, jobs=jobs or os.cpu_count() or 1, progress=progress,  # type: ignore[arg-type]
+                                   ahead=_ahead.get())
     report = _arranged.get()(report)  # a scan's tree (layercheck scan)
     for line in keeping.keep(plans, report.runs, emit_test):
         _stderr().print(line, markup=False)
@@ -277,6 +281,8 @@ def run(
 # What `run` does to its report before it is written: `scan` adds its tree of module paths.
 _arranged: contextvars.ContextVar[Callable[[Report], Report]] = contextvars.ContextVar("_arranged",
                                                                                    default=lambda report: report)
+# The worker `scan` surveyed its model in, for `run` to check the specs in (parent/isolation.py's Ahead).
+_ahead: contextvars.ContextVar[Ahead | None] = contextvars.ContextVar("_ahead", default=None)
 _RUN_ONLY = ("targets", "layout", "call_kwarg", "shard")  # run's options that scan does not take
 
 
@@ -327,17 +333,47 @@ def scan_command(
     with contextlib.ExitStack() as stack:
         folder = write_specs or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="layercheck-scan-")))
         try:
-            prepared = prepare(spec, folder, seed=seed)
+            if options["no_isolate"]:
+                prepared, ahead = prepare(spec, folder, seed=seed), None
+            else:  # Note [a scan surveys its model in the worker that checks it] in parent/isolation.py
+                from layercheck.parent.isolation import Ahead
+                from layercheck.parent.plan import Options
+
+                ahead = stack.enter_context(Ahead(Options(only=tuple(options["check"] or ()),
+                                                          enable=tuple(options["enable"] or ())),
+                                                  jobs=options["jobs"] or os.cpu_count() or 1))
+                prepared = _survey(ahead, spec, folder, seed=seed, timeout=options["timeout"])
         except Unscannable as exc:  # the model cannot be built, or its forward raises: exit 1
             _stderr().print(str(exc), markup=False)
             raise typer.Exit(ExitCode.INVALID_LAYER) from None
         if not options["quiet"]:
             _stderr().print("\n".join(prepared.lines(folder)), markup=False)
-        token = _arranged.set(prepared.arrange)
+        tokens = _arranged.set(prepared.arrange), _ahead.set(ahead)
         try:
             run(targets=[str(folder)], layout=None, call_kwarg=None, shard=None, arg=None, kwarg=None, **options)
         finally:
-            _arranged.reset(token)
+            _arranged.reset(tokens[0])
+            _ahead.reset(tokens[1])
+
+
+def _survey(ahead: Ahead, spec: ModelSpec, folder: Path, *, seed: int, timeout: float) -> Prepared:
+    """The scan's ``prepare`` in the worker started ahead of its run, within ``timeout`` seconds (0: none): its Prepared. Raises as prepare does,
+    and Unscannable where that worker dies or runs past the limit."""
+    from layercheck.parent.isolation import WorkerLost
+    from layercheck.scan.command import Unscannable
+
+    try:
+        kind, value = ahead.ask(("survey", (spec, str(folder), seed), None), limit=timeout or None,
+                                doing="building the model and running its sample forward")[:2]
+    except WorkerLost as exc:
+        raise Unscannable(f"layercheck: error: {spec.model}: {exc}") from None
+    if kind == "surveyed":
+        return value
+    if kind == "usage":
+        raise UsageError(value)
+    if kind == "unscannable":
+        raise Unscannable(value)
+    raise Unscannable(f"layercheck failed while surveying the model:\n{value}")  # "crash": layercheck's own error
 
 
 @app.command("report")

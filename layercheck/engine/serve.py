@@ -74,6 +74,13 @@ def serve(conn: Connection, options: runner.Options, environ: dict[str, str], ca
             if kind == "load":
                 _send(conn, ("loaded", _load(plan, options)))
                 continue
+            if kind == "survey":  # Note [a scan surveys its model in the worker that checks it]
+                _send(conn, _survey(*plan))
+                continue
+            if kind == "options":  # the run that adopts this worker: its options, and its memory limit now
+                options = dataclasses.replace(plan, contained=True)
+                limit_worker_memory(options.max_memory)
+                continue
             run = runner.run_plan(plan, options, progress=lambda *payload: _send(conn, ("start", payload)),
                                   record=record, listener=_Messages(conn))
             # A thread the layer started would go on running beside the next target.
@@ -124,6 +131,24 @@ def _load(plan: TargetPlan, options: runner.Options) -> tuple[str, str | None, d
     return "loaded", None, None
 
 
+def _survey(spec: Any, folder: str, seed: int) -> tuple[str, Any]:
+    """A scan's model built, surveyed and its specs written into ``folder``: ("surveyed",
+    Prepared), or ("unscannable", why) where the model cannot be built or its forward raises,
+    ("usage", why) for inputs that do not fit or a model with nothing to check."""
+    from pathlib import Path
+
+    from layercheck.scan.command import Unscannable, prepare
+
+    try:
+        return "surveyed", prepare(spec, Path(folder), seed=seed)
+    except Unscannable as exc:
+        return "unscannable", str(exc)
+    except UsageError as exc:
+        return "usage", str(exc)
+    finally:
+        gc.collect()  # the model and its sample forward: the targets are checked without them
+
+
 class _Messages(runner.Listener):
     """Tells the parent what the run does."""
 
@@ -161,7 +186,10 @@ class _ParentCanRead(pickle.Unpickler):
 # Not torch nor numpy: the parent never imports them (a detail holding a tensor or a dtype is
 # sent as the JSON report would hold it).
 _PARENT_MODULES = frozenset({"builtins", "copyreg", "collections", "_codecs", "enum", "pathlib"})
-_PARENT_LAYERCHECK = frozenset({"layercheck.parent.result"})
+# Of layercheck, the results, and what a scan's survey tells (Note [a scan surveys its model in the
+# worker that checks it] in parent/isolation.py).
+_PARENT_LAYERCHECK = frozenset({"layercheck.parent.result", "layercheck.scan.command",
+                                "layercheck.reporting.scan_tree"})
 
 
 def _plain(value: Any) -> Any:

@@ -60,11 +60,100 @@ def grace(limit: float) -> float:
 
 
 def run(plans: Sequence[TargetPlan], options: Options, *, jobs: int = 1,
-        progress: Progress | None = None) -> Report:
+        progress: Progress | None = None, ahead: Ahead | None = None) -> Report:
     """Check every target in worker processes, each given its plan as resolved here, ``jobs`` at a time; same report as
-    :func:`layercheck.engine.runner.run`. Raises UsageError when a layer named on the command line
+    :func:`layercheck.engine.runner.run`. ``ahead``: a worker started before the plans existed,
+    taken as the run's first. Raises UsageError when a layer named on the command line
     does not exist, or when a check plug-in fails to load."""
-    return _Run(plans, options, jobs=max(1, jobs), progress=progress).go()
+    return _Run(plans, options, jobs=max(1, jobs), progress=progress, ahead=ahead).go()
+
+
+def worker_threads(jobs: int) -> int | None:
+    """torch's thread count in a worker: its share of the CPUs beside ``jobs - 1`` others, or
+    torch's default in a serial run."""
+    return max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
+
+
+class WorkerLost(Exception):
+    """The worker started ahead of a run died, or ran past its limit, doing what it was asked:
+    how, and what it wrote."""
+
+
+# Note [a scan surveys its model in the worker that checks it]
+#     `layercheck scan` builds the model, runs its sample forward and writes a spec per layer
+#     before the specs' targets are checked. Done in the command's own process, that work
+#     imported torch and the model's modules there (3 s of CPU for transformers' Llama alone, on
+#     top of torch's), and the worker that then checked the saved layers imported those modules
+#     again; a model whose forward crashed the process (a segfault in native code) took the
+#     command with it, without a word, and one that hung hung it for good. So the survey runs in
+#     a worker started ahead of the run (Ahead), under the run's time limit per check, and the
+#     run takes that worker as its first: its targets are checked where the model's modules are
+#     imported already. A worker that dies or runs past the limit while surveying is an error
+#     the command reports (what it wrote, where its threads were), not a crash of the command.
+#     The survey runs without the memory limit (a model as large as the machine allows, as in
+#     the command's process before); the run's options, sent when it adopts the worker, set it.
+class Ahead:
+    """A worker started before its run's plans exist, to do one thing first (a scan's survey of
+    its model), then taken by :func:`run` as the run's first worker. A context manager: on
+    leaving it, the worker (unless a run adopted it, which ends it) and its folder go."""
+
+    def __init__(self, options: Options, *, jobs: int = 1) -> None:
+        self.context = context([*options.only, *options.enable])
+        self.folder = tempfile.mkdtemp(prefix="layercheck-")
+        self.worker: Worker | None = Worker.start(self.context, dataclasses.replace(options, max_memory=None),
+                                                  os.path.join(self.folder, "worker-0.out"),
+                                                  threads=worker_threads(jobs))
+        self.environment: dict[str, Any] | None = None
+
+    def __enter__(self) -> Ahead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def ask(self, request: tuple[Any, ...], *, doing: str, limit: float | None) -> tuple[Any, ...]:
+        """Send ``request`` and return the worker's answer. Raises WorkerLost when the worker
+        ends, or runs past ``limit`` seconds (and grace), before it answers; the user's Ctrl-C
+        kills it and goes on (KeyboardInterrupt)."""
+        worker = self.worker
+        assert worker is not None
+        deadline = None if limit is None else time.monotonic() + limit + grace(limit)
+        try:
+            if worker.send(request):
+                while True:
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    if not wait([worker.conn, worker.process.sentinel], left):
+                        worker.dump_stacks()
+                        self._lost(f"timed out after {limit:g} s while {doing} (it did not return; its worker "
+                                   "process was killed)")
+                    if not worker.conn.poll():
+                        break  # it ended
+                    message = worker.receive()
+                    if message is None:
+                        break
+                    if message[0] != "environment":
+                        return message
+                    self.environment = message[1]
+        except KeyboardInterrupt:
+            self._lost("")
+            raise
+        self._lost(f"the worker process {worker.exit_description()} while {doing}")
+        raise AssertionError("unreachable")
+
+    def _lost(self, what: str) -> None:
+        worker, self.worker = self.worker, None
+        assert worker is not None
+        worker.kill()
+        if what:
+            output = worker.output()
+            raise WorkerLost(what + (f"; it wrote:\n{_tail(output)}" if output else ""))
+
+    def adopt(self) -> tuple[Worker | None, dict[str, Any] | None]:
+        """The worker and the environment it told, for a run to take (the run ends the worker)."""
+        worker, self.worker = self.worker, None
+        return worker, self.environment
 
 
 @dataclass
@@ -101,7 +190,7 @@ class _Job:
 
 class _Run:
     def __init__(self, plans: Sequence[TargetPlan], options: Options, *, jobs: int,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, ahead: Ahead | None = None) -> None:
         self.options = options
         self.jobs = jobs
         self.progress = progress
@@ -119,6 +208,12 @@ class _Run:
         self.start = options.started if options.started is not None else time.perf_counter()
         self.environment: dict[str, Any] | None = None  # a worker's, once one has started
         self.startup: float | None = None  # the first worker's start-up, told apart in a run of several targets
+        adopted, environment = ahead.adopt() if ahead is not None else (None, None)
+        if adopted is not None and adopted.send(("options", options, None)):
+            self.workers[adopted] = None
+            self.started_workers, self.environment = 1, environment
+        elif adopted is not None:
+            adopted.kill()
 
     @property
     def phase_limit(self) -> float | None:
@@ -210,8 +305,7 @@ class _Run:
         self.started_workers += 1
         capture = os.path.join(self.folder, f"worker-{self.started_workers}.out")
         # Workers beside each other share the CPUs rather than each taking all of them.
-        threads = max(1, (os.cpu_count() or 1) // self.jobs) if self.jobs > 1 else None
-        worker = Worker.start(self.context, self.options, capture, threads=threads)
+        worker = Worker.start(self.context, self.options, capture, threads=worker_threads(self.jobs))
         self.workers[worker] = None
         return worker
 

@@ -28,10 +28,13 @@ A worker:
 
 Messages, parent to worker: ``("check", plan, record)`` (check a target, its
 :class:`~layercheck.parent.plan.TargetPlan` as the parent resolved it, ``record`` holding what an
-earlier worker finished), ``("load", plan, None)`` (only import the layer), ``None``
-(exit). Worker to parent: ``("phase", text)``, ``("start", (target, label, index, total))``,
-``("done", key, result, blocked, facts, kind)``, ``("report", run, healthy)``,
-``("loaded", outcome)``, ``("crash", traceback)``.
+earlier worker finished), ``("load", plan, None)`` (only import the layer), ``("survey",
+(model spec, folder, seed), None)`` (a scan's model surveyed and its specs written, in a worker
+started ahead of its run), ``("options", options, None)`` (the options of the run that adopts
+such a worker), ``None`` (exit). Worker to parent: ``("environment", environment)``, ``("phase", text)``,
+``("start", (target, label, index, total))``, ``("done", key, result, blocked, facts, kind)``,
+``("report", run, healthy)``, ``("loaded", outcome)``, ``("surveyed", prepared)`` (or
+``("unscannable", why)``, ``("usage", why)``), ``("crash", traceback)``.
 """
 
 from __future__ import annotations
