@@ -185,6 +185,7 @@ from layercheck.numerics.probes import (
     chunk_sums,
     chunks_used,
     one_sided_agrees,
+    second_difference,
 )
 from layercheck.support.compare import largest
 
@@ -404,18 +405,13 @@ class FiniteDifferences(Generic[F_co]):
         if key not in self._noise:
             base = self.base()
             inward = self.inward(Probe(0, step))
-            up, down = self.measure(Probe(0, step))
-            # S(h): L(x+h) + L(x-h) - 2 L(x), or one-sided L(x+2h) - 2 L(x+h) + L(x)
-            residual = down - 2 * up + base if inward else up + down - 2 * base
+            residual = second_difference(base, *self.measure(Probe(0, step)), inward)
             variance_ratio = 6  # S(h) sums four evaluations' noise: 1 + 1 + 4
             if refined:
-                up2, down2 = self.measure(Probe(0, 2 * step))
-                if inward:  # -L(x+4h) + 6 L(x+2h) - 8 L(x+h) + 3 L(x); L(x+2h) is in both
-                    residual = 4 * residual - (down2 - 2 * up2 + base)
-                    variance_ratio = 110  # 1 + 36 + 64 + 9
-                else:
-                    residual = 4 * residual - (up2 + down2 - 2 * base)
-                    variance_ratio = 70  # 16 + 16 + 36 + 1 + 1
+                residual = 4 * residual - second_difference(base, *self.measure(Probe(0, 2 * step)), inward)
+                # one-sided -L(x+4h) + 6 L(x+2h) - 8 L(x+h) + 3 L(x), L(x+2h) in both: 1 + 36 + 64 + 9;
+                # central: 16 + 16 + 36 + 1 + 1
+                variance_ratio = 110 if inward else 70
             total = 0.0
             for k, w in enumerate(self.cotangents):
                 used = chunks_used(w.numel())
@@ -543,8 +539,7 @@ class FiniteDifferences(Generic[F_co]):
             up, down = self.measure(probe)
         except NotDifferentiable:  # the verdict says so, where it is judged
             return False
-        # central L(x+h) + L(x-h) - 2 L(x), or one-sided (Note [domains]) L(x+2h) - 2 L(x+h) + L(x)
-        residual = down - 2 * up + base if self.inward(probe) else up + down - 2 * base
+        residual = second_difference(base, up, down, self.inward(probe))
         return float(residual.abs().sum()) <= STABLE * magnitude  # NaN: asked again by an evaluation
 
     # -- comparing ---------------------------------------------------------------------------

@@ -209,3 +209,10 @@ def one_sided_agrees(one_sided: tuple[float, float], analytic: float, bound: flo
     """Whether a one-sided difference agrees with ``analytic`` (Note [kinks]): held to twice the
     central difference's ``bound``, as its noise is twice the central's."""
     return any(abs(d - analytic) <= 2 * bound for d in one_sided)
+
+
+def second_difference(base: torch.Tensor, up: torch.Tensor, down: torch.Tensor, inward: bool) -> torch.Tensor:
+    """S(h) of the partial sums along a direction: L(x+h) + L(x-h) - 2 L(x) from the sums at the
+    point (``base``) and a step up and down, or for a direction differenced on one side (Note
+    [domains] in engine.py, ``up`` and ``down`` at one and two steps) L(x+2h) - 2 L(x+h) + L(x)."""
+    return down - 2 * up + base if inward else up + down - 2 * base
