@@ -60,7 +60,7 @@ from layercheck.support.runs import (
 )
 from layercheck.target.building import initialize
 from layercheck.target.frames import chain, is_user_file, user_frame, user_trace
-from layercheck.target.subject import Target
+from layercheck.target.subject import Checkpoint, Target
 from layercheck.target.tensors import custom_functions, tensors_in
 
 __all__ = [
@@ -69,6 +69,7 @@ __all__ = [
     "REQUIRES_GRAD_SWITCHED",
     "AllowanceFor",
     "CheckInfo",
+    "Checkpoint",
     "FirstBatch",
     "InputPath",
     "Point",

@@ -64,6 +64,12 @@ FINDINGS: dict[tuple[str, str], str] = {
         "by design: its adaptive ODE solver (rtol 1e-5) chooses its steps from the input, and the adaptive "
         "checkpoint adjoint differentiates the accepted steps with their sizes held constant, so the gradient is "
         "off the differences of the solve by 0.05-0.3% (as torchsde's adjoint below)"),
+    ("zuko GF log_prob", "gradients[float32]"): (
+        "true (float32's range, seen at --larger only): the Gaussianization transform's log-Jacobian is the log of "
+        "autograd's derivative through erf, exp(-u^2) with u = (a x + b) / sqrt(2), which is 0 in float32 past "
+        "|a x + b| of about 14 (in float64 past 38): on the tails' inputs of a batch of 48 (scaled by 4, up to 12.6) "
+        "its float32 log-density is -inf where float64's is about -170 (the log of a mean of normal densities, "
+        "taken in log space with logsumexp, would keep it)"),
     ("performer-pytorch SelfAttention", "gradients[float64]"): (
         "by design: its softmax kernel subtracts a detached maximum inside exp() and adds an eps beside it, which "
         "keeps the normalisation from cancelling the maximum, so the gradient leaves out the derivative through it: "

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from layercheck._sdk_internal import (
+    Checkpoint,
     Target,
     assert_same_unless_random,
     describe_shapes,
@@ -268,6 +269,7 @@ def state_dict(ctx: Context) -> str:
     _nudge(source.module, ctx.seed)
     saved = source.module.state_dict()
     kept = {name: value.clone() if isinstance(value, torch.Tensor) else value for name, value in saved.items()}
+    at_save = source.checkpoint()  # what the saved layer holds outside the state_dict too
     reborn = _construct(ctx, seed=ctx.seed + 1)
     _match_resized_state(reborn, saved)
     try:
@@ -282,7 +284,7 @@ def state_dict(ctx: Context) -> str:
     assert_close(expected, actual, names=output_names(expected), allowance=path_allowance(ctx, PREDICT),
                  what="predict of the saved layer vs a fresh instance (other seed) loaded from its state_dict",
                  labels=("the saved layer", "the loaded instance"))
-    _resumed_training(ctx, source, kept)
+    _resumed_training(ctx, source, kept, at_save)
     return (f"{len(saved)} state-dict entries reproduce {len(expected)} output(s) in a fresh instance, in "
             "predict and in training")
 
@@ -296,9 +298,14 @@ def state_dict(ctx: Context) -> str:
 #     initialize, not the data-dependent first call every other check starts from, Note
 #     [data-dependent initialisation] in building.py), and its first training forward must give
 #     the saved layer's training forward (same input, same random stream: dropout draws the same
-#     mask, batch statistics are the same) and leave its loaded parameters as they were.
-def _resumed_training(ctx: Context, source: Subject, saved: dict[str, torch.Tensor]) -> None:
-    """Note [training after a checkpoint]. ``saved``: the state_dict as it was saved (a copy)."""
+#     mask, batch statistics are the same) and leave its loaded parameters as they were. The saved
+#     layer is put back as it was saved, plain attributes included: the predict round trip since
+#     moved what it carries from call to call outside its state_dict (a spiking neuron's membrane
+#     potential, spikingjelly's IFNode: by design not saved, and at rest in both at the save),
+#     which a layer resumed from the checkpoint does not hold either.
+def _resumed_training(ctx: Context, source: Subject, saved: dict[str, torch.Tensor], at_save: Checkpoint) -> None:
+    """Note [training after a checkpoint]. ``saved``: the state_dict as it was saved (a copy);
+    ``at_save``: the saved layer as it was then."""
     assert source.module is not None
     target = ctx.target
     other = Target(target.instance if target.instance is not None else target.cls, target.specs,
@@ -312,8 +319,9 @@ def _resumed_training(ctx: Context, source: Subject, saved: dict[str, torch.Tens
         resumed.load_state_dict(saved)
     except Exception:
         return  # a layer that cannot load before its first call: the predict round trip above judged it
+    source.rewind(at_save)  # the layer as saved: predict may have moved a recurrent state since
     _match_resized_state(source.module, saved)
-    source.module.load_state_dict(saved)  # the state as saved: predict may have moved a recurrent state since
+    source.module.load_state_dict(saved)
     loaded = {name: p.detach().clone() for name, p in resumed.named_parameters()}
     own = {name: p.detach().clone() for name, p in source.module.named_parameters()}
     rng = ctx.seed + 7
