@@ -357,8 +357,9 @@ def scan_command(
 
 
 def _survey(ahead: Ahead, spec: ModelSpec, folder: Path, *, seed: int, timeout: float) -> Prepared:
-    """The scan's ``prepare`` in the worker started ahead of its run, within ``timeout`` seconds (0: none): its Prepared. Raises as prepare does,
-    and Unscannable where that worker dies or runs past the limit."""
+    """The scan's ``prepare`` in the worker started ahead of its run, within ``timeout`` seconds
+    (0: none). Raises as prepare does, and Unscannable where that worker dies or runs past the
+    limit."""
     from layercheck.parent.isolation import WorkerLost
     from layercheck.scan.command import Unscannable
 

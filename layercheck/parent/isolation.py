@@ -121,34 +121,31 @@ class Ahead:
         assert worker is not None
         deadline = None if limit is None else time.monotonic() + limit + grace(limit)
         try:
-            if worker.send(request):
-                while True:
-                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    if not wait([worker.conn, worker.process.sentinel], left):
-                        worker.dump_stacks()
-                        self._lost(f"timed out after {limit:g} s while {doing} (it did not return; its worker "
-                                   "process was killed)")
-                    if not worker.conn.poll():
-                        break  # it ended
-                    message = worker.receive()
-                    if message is None:
-                        break
-                    if message[0] != "environment":
-                        return message
-                    self.environment = message[1]
+            if not worker.send(request):
+                raise self._lost(f"the worker process {worker.exit_description()} before {doing}")
+            while wait([worker.conn, worker.process.sentinel],
+                       None if deadline is None else max(0.0, deadline - time.monotonic())):
+                message = worker.receive() if worker.conn.poll() else None
+                if message is None:  # it ended
+                    raise self._lost(f"the worker process {worker.exit_description()} while {doing}")
+                if message[0] != "environment":
+                    return message
+                self.environment = message[1]
+            worker.dump_stacks()
+            raise self._lost(f"timed out after {limit:g} s while {doing} (it did not return; its worker process "
+                             "was killed)")
         except KeyboardInterrupt:
             self._lost("")
             raise
-        self._lost(f"the worker process {worker.exit_description()} while {doing}")
-        raise AssertionError("unreachable")
 
-    def _lost(self, what: str) -> None:
+    def _lost(self, what: str) -> WorkerLost:
+        """Kill the worker: ``what`` happened, with what it wrote, as the error to raise."""
         worker, self.worker = self.worker, None
-        assert worker is not None
-        worker.kill()
-        if what:
+        output = ""
+        if worker is not None:
+            worker.kill()
             output = worker.output()
-            raise WorkerLost(what + (f"; it wrote:\n{_tail(output)}" if output else ""))
+        return WorkerLost(what + (f"; it wrote:\n{_tail(output)}" if output else ""))
 
     def adopt(self) -> tuple[Worker | None, dict[str, Any] | None]:
         """The worker and the environment it told, for a run to take (the run ends the worker)."""
