@@ -34,6 +34,14 @@ FINDINGS: dict[tuple[str, str], str] = {
         "training call they carry the call's autograd graph (QBatchNorm never detaches, so the chain grows call "
         "after call; CBatchNorm detaches at the start of the next training call) and copy.deepcopy of the "
         "layer fails") for name in ("QBatchNorm", "QLiGRU", "CBatchNorm")},
+    **{(f"speechbrain {name}", "dtype[float64]"): (
+        "true (minor, seen at --larger only): when a batch differs from the input_shape it was built for, "
+        "_change_batch_size makes its bank of dropout masks again with torch.ones(..., device=x.device), in the "
+        "default dtype: a float64 layer's drop_masks turn float32") for name in ("LiGRU", "SLiGRU", "QLiGRU")},
+    ("torchkbnufft KbNufftAdjoint", "backward_runs"): (
+        "true, seen at --larger only (the adapter's trajectory keeps its 12 k-space points while the samples grow "
+        "to 96): the adjoint's forward does not check that its data has one sample per trajectory point and "
+        "runs, and its hand-written backward returns a gradient of 12 samples, which autograd refuses"),
     ("speechbrain SincConv", "dtype[float64]"): (
         "true: its sinc filters' time axis n_ and Hamming window window_ are plain float32 tensors made in "
         "__init__, so a float64 layer multiplies float64 band edges with float32 tensors and raises"),
